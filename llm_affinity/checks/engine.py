@@ -1,0 +1,151 @@
+"""Runs rules over models and sorts the results into findings, suppressed findings and
+unknowns. The one code path behind `lint`, `audit` and the synth-time plugin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from .model import Model, ModelError, Resource, scenario_label
+from .rules import SEVERITY_RANK, Hit, Rule, Unknown, all_rules
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: Rule
+    resource: Resource
+    message: str
+    reason: str | None = None  # set on suppressed findings
+
+    @property
+    def severity(self) -> str:
+        return self.rule.severity
+
+    def key(self) -> tuple:
+        loc = self.resource.location
+        return (self.rule.id, loc.resource_type, loc.resource_id, loc.file, loc.region, self.message)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {
+            "rule_id": self.rule.id,
+            "severity": self.rule.severity,
+            "title": self.rule.title,
+            "message": self.message,
+            "resource": self.resource.location.as_dict(),
+            "remediation": self.rule.remediation,
+            "docs": self.rule.docs,
+        }
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True)
+class UnknownValue:
+    rule: Rule
+    resource: Resource
+    value: str
+
+    def key(self) -> tuple:
+        loc = self.resource.location
+        return (self.rule.id, loc.resource_type, loc.resource_id, loc.file, loc.region, self.value)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rule_id": self.rule.id, "resource": self.resource.location.as_dict(), "value": self.value}
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    suppressed: list[Finding] = field(default_factory=list)
+    unknown: list[UnknownValue] = field(default_factory=list)
+    errors: list[ModelError] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+    resources_checked: int = 0
+    extra_coverage: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, int]:
+        out = {"error": 0, "warning": 0, "info": 0}
+        for f in self.findings:
+            out[f.severity] += 1
+        return out
+
+    def worst(self) -> int:
+        return max((SEVERITY_RANK[f.severity] for f in self.findings), default=0)
+
+    def merge(self, other: "Report") -> None:
+        self.findings += other.findings
+        self.suppressed += other.suppressed
+        self.unknown += other.unknown
+        self.errors += other.errors
+        self.inputs += other.inputs
+        self.resources_checked += other.resources_checked
+
+
+def select_rules(ignore: Iterable[str] = ()) -> list[Rule]:
+    skip = {i.strip().upper() for i in ignore if i and i.strip()}
+    return [r for r in all_rules() if r.id not in skip]
+
+
+def evaluate(models: Sequence[Model], rules: Sequence[Rule] | None = None) -> Report:
+    """Run ``rules`` (default: all) over every model."""
+    rules = list(rules) if rules is not None else all_rules()
+    report = Report()
+    seen: set[tuple] = set()
+    for model in models:
+        report.resources_checked += model.resources_checked
+        for rule in rules:
+            hits: dict[tuple, list[Hit]] = {}
+            for result in rule.run(model):
+                if isinstance(result, Unknown):
+                    u = UnknownValue(rule, result.resource, result.value)
+                    if u.key() not in seen:
+                        seen.add(u.key())
+                        report.unknown.append(u)
+                    continue
+                loc = result.resource.location
+                hits.setdefault((loc.resource_type, loc.resource_id, result.message), []).append(result)
+            for group in hits.values():
+                finding = Finding(rule, group[0].resource, _with_variants(model, group))
+                if finding.key() in seen:
+                    continue
+                seen.add(finding.key())
+                sup = _suppression_for(finding.resource, rule.id)
+                if sup is None:
+                    report.findings.append(finding)
+                else:
+                    report.suppressed.append(Finding(rule, finding.resource, finding.message, sup.reason or ""))
+    report.findings.sort(key=_order)
+    report.suppressed.sort(key=_order)
+    return report
+
+
+def _with_variants(model: Model, hits: list[Hit]) -> str:
+    """The message, naming the branches it holds for when it does not hold for all of them."""
+    message = hits[0].message
+    labels = sorted({h.resource.variant for h in hits if h.resource.variant})
+    if not labels or len(labels) >= model.variant_count(hits[0].resource):
+        return message
+    # Prefer the one assignment all hit variants share ("parameter Sticky = 'false'") when it
+    # picks out exactly those variants.
+    first = hits[0].resource
+    common = {k: v for k, v in first.scenario.items() if all(h.resource.scenario.get(k, object()) == v for h in hits)}
+    matching = [r for r in model.all_resources() if r.id == first.id and r.type == first.type
+                and all(r.scenario.get(k, object()) == v for k, v in common.items())]
+    if common and len(matching) == len(labels):
+        return f"{message} (when {scenario_label(common)})"
+    return f"{message} (when {' or when '.join(labels)})"
+
+
+def _suppression_for(resource: Resource, rule_id: str):
+    if rule_id == "SUP001":  # the missing-reason report cannot silence itself
+        return None
+    for sup in resource.suppressions:
+        if sup.rule_id.upper() == rule_id:
+            return sup
+    return None
+
+
+def _order(f: Finding) -> tuple:
+    loc = f.resource.location
+    return (loc.file or "", loc.region or "", loc.line or 0, loc.resource_id, -SEVERITY_RANK[f.severity], f.rule.id)

@@ -1,0 +1,213 @@
+"""Reporters: text (grouped by file, coloured on a terminal), JSON (DESIGN.md's shape),
+SARIF 2.1.0 (GitHub code scanning) and JUnit XML (CI test tabs).
+
+SARIF and JUnit are written by hand from plain dicts/ElementTree: the available SARIF
+libraries only wrap the same dicts in classes, and the output is validated against the
+official schema in the tests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any, Iterable
+from xml.etree import ElementTree as ET
+
+from .. import __version__
+from .engine import Finding, Report
+from .rules import Rule, all_rules
+
+TOOL_NAME = "llm-affinity"
+INFORMATION_URI = "https://github.com/llm-affinity/llm-affinity"
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+# --- JSON ----------------------------------------------------------------------------------------
+
+
+def to_json_dict(report: Report) -> dict[str, Any]:
+    coverage: dict[str, Any] = {"inputs": list(report.inputs), "resources_checked": report.resources_checked}
+    coverage.update(report.extra_coverage)
+    return {
+        "tool": TOOL_NAME,
+        "version": __version__,
+        "findings": [f.as_dict() for f in report.findings],
+        "suppressed": [f.as_dict() for f in report.suppressed],
+        "unknown": [u.as_dict() for u in report.unknown],
+        "errors": [{"input": e.input, "message": e.message} for e in report.errors],
+        "coverage": coverage,
+        "summary": report.summary(),
+    }
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(to_json_dict(report), indent=2, default=str) + "\n"
+
+
+# --- text ----------------------------------------------------------------------------------------
+
+_COLORS = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m", "dim": "\033[2m", "bold": "\033[1m"}
+_RESET = "\033[0m"
+
+
+def render_text(report: Report, color: bool = False) -> str:
+    def paint(text: str, what: str) -> str:
+        return f"{_COLORS[what]}{text}{_RESET}" if color else text
+
+    lines: list[str] = []
+    groups: "OrderedDict[str, list[Finding]]" = OrderedDict()
+    for finding in report.findings:
+        loc = finding.resource.location
+        groups.setdefault(loc.file or loc.region or "(account)", []).append(finding)
+    for where, findings in groups.items():
+        lines.append(paint(where, "bold"))
+        for f in findings:
+            loc = f.resource.location
+            place = f"{where}:{loc.line}" if loc.file and loc.line else (loc.resource_id if not loc.file else where)
+            lines.append(f"  {place}  {paint(f'{f.severity:<7}', f.severity)} {f.rule.id:<8} {f.message}")
+            lines.append(paint(f"      fix: {f.rule.remediation}  ({f.rule.docs})", "dim"))
+        lines.append("")
+    summary = report.summary()
+    parts = [f"{summary['error']} error(s)", f"{summary['warning']} warning(s)", f"{summary['info']} info"]
+    tail = [f"{len(report.suppressed)} suppressed", f"{len(report.unknown)} unknown",
+            f"{report.resources_checked} resources in {len(report.inputs)} input(s)"]
+    if report.errors:
+        tail.append(f"{len(report.errors)} input(s) could not be read")
+    lines.append(", ".join(parts) + " · " + " · ".join(tail))
+    return "\n".join(lines) + "\n"
+
+
+def render_rules_text(rules: Iterable[Rule]) -> str:
+    rows = [f"{'ID':<9}{'SEVERITY':<9}{'LAYER':<13}TITLE"]
+    for r in rules:
+        rows.append(f"{r.id:<9}{r.severity:<9}{r.layer:<13}{r.title}{'  [inference]' if r.inference_only else ''}")
+    return "\n".join(rows) + "\n"
+
+
+def render_rules_json(rules: Iterable[Rule]) -> str:
+    return json.dumps({"tool": TOOL_NAME, "version": __version__, "rules": [r.as_dict() for r in rules]}, indent=2) + "\n"
+
+
+# --- SARIF ---------------------------------------------------------------------------------------
+
+
+def _uri(path: str) -> str:
+    return path.replace("\\", "/")
+
+
+def _sarif_result(finding: Finding, index: dict[str, int], suppressed: bool) -> dict[str, Any]:
+    loc = finding.resource.location
+    location: dict[str, Any] = {
+        "logicalLocations": [{
+            "name": loc.resource_id,
+            "kind": "resource",
+            "fullyQualifiedName": loc.path or (f"{loc.region}/{loc.resource_id}" if loc.region else loc.resource_id),
+        }],
+    }
+    if loc.file:
+        physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(loc.file)}}
+        if loc.line:
+            physical["region"] = {"startLine": loc.line}
+        location["physicalLocation"] = physical
+    result: dict[str, Any] = {
+        "ruleId": finding.rule.id,
+        "ruleIndex": index[finding.rule.id],
+        "level": _SARIF_LEVEL[finding.severity],
+        "message": {"text": finding.message},
+        "locations": [location],
+        "properties": {"resourceType": loc.resource_type, "region": loc.region},
+    }
+    if suppressed:
+        result["suppressions"] = [{"kind": "inSource", "status": "accepted", "justification": finding.reason or ""}]
+    return result
+
+
+def to_sarif_dict(report: Report) -> dict[str, Any]:
+    rules = all_rules()
+    index = {r.id: i for i, r in enumerate(rules)}
+    driver = {
+        "name": TOOL_NAME,
+        "version": __version__,
+        "semanticVersion": __version__,
+        "informationUri": INFORMATION_URI,
+        "rules": [{
+            "id": r.id,
+            "name": r.title.replace(" ", ""),
+            "shortDescription": {"text": r.title},
+            "fullDescription": {"text": r.rationale},
+            "helpUri": r.docs,
+            "help": {"text": f"{r.rationale}\nFix: {r.remediation}\n{r.docs}",
+                     "markdown": f"{r.rationale}\n\n**Fix:** {r.remediation}\n\n[AWS documentation]({r.docs})"},
+            "defaultConfiguration": {"level": _SARIF_LEVEL[r.severity]},
+            "properties": {"tags": [r.layer, r.failure_mode.split(":")[0]], "layer": r.layer,
+                           "failureMode": r.failure_mode,
+                           "security-severity": {"error": "7.0", "warning": "4.0", "info": "1.0"}[r.severity]},
+        } for r in rules],
+    }
+    results = [_sarif_result(f, index, False) for f in report.findings]
+    results += [_sarif_result(f, index, True) for f in report.suppressed]
+    invocation: dict[str, Any] = {"executionSuccessful": not report.errors}
+    if report.errors:
+        invocation["toolExecutionNotifications"] = [
+            {"level": "error", "message": {"text": f"{e.input}: {e.message}"}} for e in report.errors
+        ]
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": driver}, "results": results, "invocations": [invocation],
+                  "columnKind": "utf16CodeUnits"}],
+    }
+
+
+def render_sarif(report: Report) -> str:
+    return json.dumps(to_sarif_dict(report), indent=2) + "\n"
+
+
+# --- JUnit ---------------------------------------------------------------------------------------
+
+
+def render_junit(report: Report) -> str:
+    """One test suite per input (file or region): per rule, a passing test case, or one failing
+    case per finding. Unreadable inputs are test cases in error."""
+    rules = all_rules()
+    by_input: "OrderedDict[str, list[Finding]]" = OrderedDict((i, []) for i in report.inputs)
+    for f in report.findings:
+        loc = f.resource.location
+        by_input.setdefault(loc.file or loc.region or "(account)", []).append(f)
+    root = ET.Element("testsuites", name=TOOL_NAME)
+    total_tests = total_failures = total_errors = 0
+    for name, findings in by_input.items():
+        suite = ET.SubElement(root, "testsuite", name=name)
+        failures = tests = 0
+        for r in rules:
+            hits = [f for f in findings if f.rule.id == r.id]
+            if not hits:
+                ET.SubElement(suite, "testcase", classname=name, name=f"{r.id} {r.title}")
+                tests += 1
+            for f in hits:  # one failing case per finding (JUnit allows one failure per case)
+                loc = f.resource.location
+                case = ET.SubElement(suite, "testcase", classname=name, name=f"{r.id} {loc.resource_id}")
+                failure = ET.SubElement(case, "failure", message=f.message, type=f.severity)
+                failure.text = (f"{loc.resource_type} {loc.resource_id}" + (f" line {loc.line}" if loc.line else "")
+                                + f"\nfix: {r.remediation}\n{r.docs}")
+                failures += 1
+                tests += 1
+        suite.set("tests", str(tests))
+        suite.set("failures", str(failures))
+        suite.set("errors", "0")
+        total_tests += tests
+        total_failures += failures
+    for err in report.errors:
+        suite = ET.SubElement(root, "testsuite", name=err.input, tests="1", failures="0", errors="1")
+        case = ET.SubElement(suite, "testcase", classname=err.input, name="read input")
+        ET.SubElement(case, "error", message=err.message, type="unreadable")
+        total_tests += 1
+        total_errors += 1
+    root.set("tests", str(total_tests))
+    root.set("failures", str(total_failures))
+    root.set("errors", str(total_errors))
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+RENDERERS = {"json": render_json, "sarif": render_sarif, "junit": render_junit}

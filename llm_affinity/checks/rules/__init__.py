@@ -1,0 +1,17 @@
+"""The rule catalogue of shared/RULES.md. Importing this package registers every rule."""
+
+from __future__ import annotations
+
+from .base import REGISTRY, SEVERITY_RANK, Hit, Rule, Unknown, rule  # noqa: F401
+from . import alb, nlb, fleet, gateway, suppression  # noqa: F401  (registration side effect)
+
+
+_GROUP_ORDER = ("ALB", "NLB", "FLEET", "GW", "SUP")  # the order of RULES.md
+
+
+def all_rules() -> list[Rule]:
+    def order(r: Rule) -> tuple:
+        prefix = r.id.rstrip("0123456789")
+        return (_GROUP_ORDER.index(prefix) if prefix in _GROUP_ORDER else len(_GROUP_ORDER), r.id)
+
+    return sorted(REGISTRY.values(), key=order)

@@ -1,0 +1,118 @@
+"""Tool-session layer, AgentCore Gateway MCP sessions (RULES.md GW001–GW004).
+
+Gateway sessions reuse MCP *target* connections; they are not inference affinity. These rules
+keep the two layers apart."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..model import ABSENT, GATEWAY_DEFAULT_SESSION_TIMEOUT, INVALID, UNKNOWN, McpGateway, Model, as_int
+from .base import Hit, Result, Unknown, rule
+from .common import sticky, sticky_duration
+
+DOCS_GW_SESSIONS = "https://docs.aws.amazon.com/bedrock-agentcore/latest/devguide/gateway-sessions.html"
+DOCS_GW_AUTH = "https://docs.aws.amazon.com/bedrock-agentcore/latest/devguide/gateway-inbound-auth.html"
+
+
+def _with_sessions(model: Model) -> Iterator[tuple[McpGateway, bool | None]]:
+    for gw in model.gateways:
+        if gw.sessions_enabled is UNKNOWN:
+            yield gw, None
+        elif gw.sessions_enabled is True:
+            yield gw, True
+
+
+def _timeout(gw: McpGateway):
+    if gw.session_timeout is ABSENT:
+        return GATEWAY_DEFAULT_SESSION_TIMEOUT
+    return as_int(gw.session_timeout)
+
+
+@rule(
+    id="GW001", title="MCP session timeout outside 900–28800 s", severity="error", layer="tool-session",
+    failure_mode="API rejects the configuration",
+    rationale="SessionTimeoutInSeconds must be 900 (15 min) to 28800 (8 h); the default is 3600.",
+    remediation="Set SessionTimeoutInSeconds to an integer between 900 and 28800.",
+    docs=DOCS_GW_SESSIONS,
+)
+def gw001(model: Model) -> Iterator[Result]:
+    for gw, state in _with_sessions(model):
+        if state is None:
+            yield Unknown(gw, "ProtocolConfiguration.Mcp.SessionConfiguration")
+            continue
+        if gw.session_timeout is ABSENT:
+            continue
+        value = as_int(gw.session_timeout)
+        if value is UNKNOWN:
+            yield Unknown(gw, "SessionTimeoutInSeconds")
+        elif value is INVALID:
+            yield Hit(gw, f"gateway {gw.id} SessionTimeoutInSeconds={gw.session_timeout!r} is not a whole number of seconds")
+        elif not 900 <= value <= 28800:
+            yield Hit(gw, f"gateway {gw.id} SessionTimeoutInSeconds={value} is outside 900–28800")
+
+
+@rule(
+    id="GW002", title="MCP sessions on an unauthenticated gateway", severity="error", layer="tool-session",
+    failure_mode="FM5: session hijacking on a gateway without identity",
+    rationale="Sessions are bound to a verified identity only on authenticated gateways; with "
+              "AuthorizerType NONE anyone holding an Mcp-Session-Id could use the session.",
+    remediation="Use CUSTOM_JWT or AWS_IAM inbound authorization, or turn MCP sessions off.",
+    docs=DOCS_GW_AUTH,
+)
+def gw002(model: Model) -> Iterator[Result]:
+    for gw, state in _with_sessions(model):
+        if state is None:
+            continue
+        if gw.authorizer_type is UNKNOWN:
+            yield Unknown(gw, "AuthorizerType")
+        elif gw.authorizer_type == "NONE":
+            yield Hit(gw, f"gateway {gw.id} enables MCP sessions with AuthorizerType NONE")
+
+
+@rule(
+    id="GW003", title="Gateway MCP sessions mistaken for inference affinity", severity="warning",
+    layer="tool-session", failure_mode="FM5: gateway MCP sessions mistaken for inference affinity",
+    rationale="Gateway sessions reuse MCP target connections; they do not pin inference requests to an "
+              "instance. An inference target group without stickiness still scatters the session.",
+    remediation="Enable stickiness on the inference target group; keep the gateway sessions for tool reuse.",
+    docs=DOCS_GW_SESSIONS,
+)
+def gw003(model: Model) -> Iterator[Result]:
+    for gw, state in _with_sessions(model):
+        if state is None:
+            continue
+        for tg in model.target_groups:
+            if not tg.inference:
+                continue
+            enabled = sticky(tg)
+            if enabled is UNKNOWN:
+                yield Unknown(tg, "stickiness.enabled")
+            elif not enabled:
+                yield Hit(gw, f"gateway {gw.id} has MCP sessions while inference target group {tg.id} has stickiness off")
+
+
+@rule(
+    id="GW004", title="Inference affinity shorter than the gateway session", severity="info",
+    layer="tool-session", failure_mode="FM5: the agent's session outlives its inference affinity",
+    rationale="When the stickiness duration is shorter than the MCP session timeout, later turns of one "
+              "agent session may move to another instance and lose the prefix cache.",
+    remediation="Make the stickiness duration at least as long as the gateway SessionTimeoutInSeconds.",
+    docs=DOCS_GW_SESSIONS,
+)
+def gw004(model: Model) -> Iterator[Result]:
+    for gw, state in _with_sessions(model):
+        if state is None:
+            continue
+        timeout = _timeout(gw)
+        if timeout is UNKNOWN or timeout is INVALID:
+            continue
+        for tg in model.target_groups:
+            if not tg.inference or sticky(tg) is not True:
+                continue
+            duration = sticky_duration(tg)
+            if duration is UNKNOWN:
+                yield Unknown(tg, "stickiness duration")
+            elif isinstance(duration, int) and duration < timeout:
+                yield Hit(gw, f"inference target group {tg.id} keeps stickiness {duration} s, shorter than gateway "
+                              f"{gw.id} session timeout {timeout} s")

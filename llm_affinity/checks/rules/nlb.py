@@ -1,0 +1,96 @@
+"""Routing layer, Network Load Balancer (RULES.md NLB001–NLB003)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..model import UNKNOWN, Model, options
+from .base import Hit, Result, Unknown, rule
+from .common import DOCS_NLB_CROSS_ZONE, DOCS_NLB_TG, lower, sticky, stickiness_type
+
+
+@rule(
+    id="NLB001", title="Stickiness on a TLS target group", severity="error", layer="routing",
+    failure_mode="API rejects the configuration",
+    rationale="AWS: 'Sticky sessions are not supported for TLS listeners that use TLS target groups.'",
+    remediation="Use a TCP target group (TLS passthrough) for source-IP stickiness, or terminate TLS on an ALB with cookies.",
+    docs=DOCS_NLB_TG,
+)
+def nlb001(model: Model) -> Iterator[Result]:
+    for tg in model.target_groups:
+        protocols = {a.value for a in options(tg.protocol)}
+        if "TLS" not in protocols and UNKNOWN not in protocols:
+            continue
+        enabled = sticky(tg)
+        if enabled is UNKNOWN:
+            yield Unknown(tg, "stickiness.enabled")
+        elif enabled:
+            if "TLS" in protocols:
+                yield Hit(tg, f"target group {tg.id} uses the TLS protocol with stickiness enabled")
+            else:
+                yield Unknown(tg, "Protocol")
+
+
+def _sticky_source_ip_inference(model: Model):
+    for tg in model.target_groups:
+        if not tg.inference or tg.family != "nlb":
+            continue
+        enabled = sticky(tg)
+        if enabled is UNKNOWN:
+            yield tg, UNKNOWN
+        elif enabled and stickiness_type(tg) == "source_ip":
+            yield tg, True
+
+
+@rule(
+    id="NLB002", title="Source-IP stickiness on an internet-facing NLB", severity="warning", layer="routing",
+    failure_mode="FM3: NLB stickiness breaks intermittently (NAT, proxies, mobile clients)",
+    inference_only=True,
+    rationale="Clients behind one NAT share a source IP and all land on one target (a hot replica); clients "
+              "whose IP changes (mobile, proxies) lose affinity. Inside a VPC, source-IP still pins every "
+              "session of one agent host to one target.",
+    remediation="Prefer an ALB with lb_cookie/app_cookie stickiness, or route on an application-level session key.",
+    docs=DOCS_NLB_TG,
+)
+def nlb002(model: Model) -> Iterator[Result]:
+    for tg, state in _sticky_source_ip_inference(model):
+        if state is UNKNOWN:
+            yield Unknown(tg, "stickiness.enabled")
+            continue
+        for lb in model.load_balancers_for(tg):
+            scheme = lower(lb.scheme)
+            if scheme is UNKNOWN:
+                yield Unknown(lb, "Scheme")
+            elif scheme == "internet-facing":
+                yield Hit(tg, f"target group {tg.id} uses source_ip stickiness behind internet-facing load balancer {lb.id}")
+
+
+@rule(
+    id="NLB003", title="Source-IP stickiness with cross-zone effectively off", severity="warning", layer="routing",
+    failure_mode="FM3: affinity lost when a client reaches another zone's node", inference_only=True,
+    rationale="With cross-zone off (the NLB default) each node routes only to targets in its own zone; a "
+              "client whose DNS answer moves it to another zone's node cannot reach its old target.",
+    remediation="Set load_balancing.cross_zone.enabled=true on the target group or the load balancer.",
+    docs=DOCS_NLB_CROSS_ZONE,
+)
+def nlb003(model: Model) -> Iterator[Result]:
+    for tg, state in _sticky_source_ip_inference(model):
+        if state is UNKNOWN:
+            yield Unknown(tg, "stickiness.enabled")
+            continue
+        setting = lower(tg.attr("load_balancing.cross_zone.enabled"))
+        if setting is UNKNOWN:
+            yield Unknown(tg, "load_balancing.cross_zone.enabled")
+        elif setting == "false":
+            yield Hit(tg, f"target group {tg.id} uses source_ip stickiness with load_balancing.cross_zone.enabled=false")
+        elif setting == "use_load_balancer_configuration":
+            lbs = model.load_balancers_for(tg)
+            if not lbs:
+                yield Unknown(tg, "load balancer load_balancing.cross_zone.enabled")
+            for lb in lbs:
+                lb_setting = lower(lb.attr("load_balancing.cross_zone.enabled"))
+                if lb_setting is UNKNOWN:
+                    yield Unknown(lb, "load_balancing.cross_zone.enabled")
+                elif lb_setting == "false":
+                    yield Hit(tg, f"target group {tg.id} uses source_ip stickiness and inherits cross-zone off "
+                                  f"from load balancer {lb.id}")

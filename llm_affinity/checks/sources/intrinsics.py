@@ -1,0 +1,398 @@
+"""Resolving CloudFormation intrinsic functions, the way cfn-lint does before it judges:
+what can be known from the template alone is resolved, the rest is UNKNOWN.
+
+A resource whose properties depend on conditions (``Fn::If``) or on parameters with several
+candidate values (``AllowedValues``, ``Default``) is resolved once per *scenario*: one
+assignment of those conditions and parameters. Each scenario gives a plain structure that
+rules can read; its label ("condition UseTls is true; parameter Env = prod") names the branch
+in findings.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from ..model import ABSENT, UNKNOWN
+
+#: Scenarios examined per resource; dimensions beyond it resolve to UNKNOWN (never a guess).
+MAX_SCENARIOS = 16
+#: Intrinsics nested deeper than this resolve to UNKNOWN.
+MAX_DEPTH = 64
+
+PLACEHOLDER = "\u2047"  # stands for an unresolved part of a text (Fn::Sub / Fn::Join)
+
+
+class Partial(str):
+    """Text with unresolved parts (each replaced by :data:`PLACEHOLDER`). Good enough to look
+    for a command in user data, never good enough to compare as a value."""
+
+
+@dataclass(frozen=True)
+class ResourceRef:
+    """``Ref``/``Fn::GetAtt`` to another resource of the same template."""
+
+    logical_id: str
+    attribute: str | None = None
+
+
+_SUB_VAR = re.compile(r"\$\{([^}]*)\}")
+
+
+class Template:
+    """A template's parameters, conditions and mappings, ready to resolve values."""
+
+    def __init__(self, data: dict[str, Any]):
+        self.data = data
+        self.parameters = data.get("Parameters") if isinstance(data.get("Parameters"), dict) else {}
+        self.conditions = data.get("Conditions") if isinstance(data.get("Conditions"), dict) else {}
+        self.mappings = data.get("Mappings") if isinstance(data.get("Mappings"), dict) else {}
+        resources = data.get("Resources")
+        self.resources: dict[str, Any] = resources if isinstance(resources, dict) else {}
+        self._candidates: dict[str, list[Any]] = {}
+
+    # -- parameters ----------------------------------------------------------------------
+
+    def candidates(self, name: str) -> list[Any]:
+        """Values a parameter may take: its AllowedValues and Default (as cfn-lint does).
+        Empty when nothing is known (no default, no allowed values)."""
+        if name not in self._candidates:
+            param = self.parameters.get(name)
+            values: list[Any] = []
+            if isinstance(param, dict):
+                allowed = param.get("AllowedValues")
+                if isinstance(allowed, list):
+                    values += [v for v in allowed if isinstance(v, (str, int, float, bool))]
+                default = param.get("Default")
+                if isinstance(default, (str, int, float, bool)) and default not in values:
+                    values.append(default)
+                if str(param.get("Type", "")).startswith("AWS::SSM::Parameter::Value"):
+                    values = []  # the default names an SSM parameter, not the value
+            self._candidates[name] = [_param_value(v) for v in values]
+        return self._candidates[name]
+
+    # -- scenarios -----------------------------------------------------------------------
+
+    def scenarios(self, node: Any, fixed: dict[str, Any] | None = None) -> list[tuple[dict[str, Any], str | None]]:
+        """Assignments of the conditions and multi-valued parameters ``node`` depends on."""
+        conditions: list[str] = []
+        params: list[str] = []
+        _dependencies(node, conditions, params, self, 0)
+        dims: list[tuple[str, list[Any]]] = []
+        for name in conditions:
+            if fixed and ("condition", name) in fixed:
+                continue
+            if self.condition_value(name, {}) is not UNKNOWN:
+                continue  # decided by the template itself (e.g. Equals of two literals)
+            dims.append((f"condition:{name}", [True, False]))
+        for name in params:
+            values = self.candidates(name)
+            if len(values) > 1:
+                dims.append((f"parameter:{name}", values))
+        chosen: list[tuple[str, list[Any]]] = []
+        total = 1
+        for dim in dims:
+            if total * len(dim[1]) > MAX_SCENARIOS:
+                continue  # left unresolved: Fn::If / Ref over it become UNKNOWN
+            chosen.append(dim)
+            total *= len(dim[1])
+        base = dict(fixed or {})
+        out = []
+        for combo in itertools.product(*(values for _, values in chosen)):
+            assignment = dict(base)
+            labels = []
+            for (dim, _), value in zip(chosen, combo):
+                kind, _, name = dim.partition(":")
+                assignment[(kind, name)] = value
+                if kind == "condition":
+                    labels.append(f"condition {name} is {'true' if value else 'false'}")
+                else:
+                    labels.append(f"parameter {name} = {value!r}")
+            out.append((assignment, "; ".join(labels) or None))
+        return out
+
+    # -- resolution ----------------------------------------------------------------------
+
+    def resolve(self, node: Any, scenario: dict[Any, Any], depth: int = 0) -> Any:
+        """Plain data for ``node`` under ``scenario``: intrinsics resolved where the template
+        alone decides them, UNKNOWN elsewhere, ``AWS::NoValue`` removed (ABSENT)."""
+        if depth > MAX_DEPTH:
+            return UNKNOWN
+        if isinstance(node, list):
+            items = [self.resolve(item, scenario, depth + 1) for item in node]
+            return [item for item in items if item is not ABSENT]
+        if not isinstance(node, dict):
+            return node
+        if len(node) == 1:
+            (key, arg), = node.items()
+            if key == "Ref":
+                return self._ref(arg, scenario)
+            if isinstance(key, str) and key.startswith("Fn::"):
+                handler = _FUNCTIONS.get(key)
+                if handler is None:
+                    return UNKNOWN
+                try:
+                    return handler(self, arg, scenario, depth + 1)
+                except (TypeError, ValueError, IndexError, KeyError, AttributeError):
+                    return UNKNOWN
+        out = {}
+        for key, value in node.items():
+            resolved = self.resolve(value, scenario, depth + 1)
+            if resolved is not ABSENT:
+                out[key] = resolved
+        return out
+
+    def _ref(self, name: Any, scenario: dict[Any, Any]) -> Any:
+        if not isinstance(name, str):
+            return UNKNOWN
+        if name == "AWS::NoValue":
+            return ABSENT
+        if name in self.parameters:
+            key = ("parameter", name)
+            if key in scenario:
+                return scenario[key]
+            values = self.candidates(name)
+            return values[0] if len(values) == 1 else UNKNOWN
+        if name in self.resources:
+            return ResourceRef(name)
+        return UNKNOWN  # pseudo parameters and undeclared names
+
+    def condition_value(self, name: Any, scenario: dict[Any, Any], depth: int = 0) -> Any:
+        """True/False when the scenario or the condition's own expression decides it."""
+        if not isinstance(name, str):
+            return UNKNOWN
+        key = ("condition", name)
+        if key in scenario:
+            return scenario[key]
+        if depth > 16 or name not in self.conditions:
+            return UNKNOWN
+        return self._evaluate(self.conditions[name], scenario, depth + 1)
+
+    def _evaluate(self, expr: Any, scenario: dict[Any, Any], depth: int) -> Any:
+        if not isinstance(expr, dict) or len(expr) != 1 or depth > 32:
+            return UNKNOWN
+        (fn, args), = expr.items()
+        if fn == "Condition":
+            return self.condition_value(args, scenario, depth)
+        if not isinstance(args, list):
+            return UNKNOWN
+        if fn == "Fn::Equals" and len(args) == 2:
+            left, right = (self.resolve(a, scenario, depth) for a in args)
+            if _is_plain_scalar(left) and _is_plain_scalar(right):
+                return str(left) == str(right)
+            return UNKNOWN
+        values = [self._evaluate(a, scenario, depth + 1) for a in args]
+        if fn == "Fn::Not" and len(values) == 1:
+            return UNKNOWN if values[0] is UNKNOWN else not values[0]
+        if fn == "Fn::And":
+            if any(v is False for v in values):
+                return False
+            return True if all(v is True for v in values) else UNKNOWN
+        if fn == "Fn::Or":
+            if any(v is True for v in values):
+                return True
+            return False if all(v is False for v in values) else UNKNOWN
+        return UNKNOWN
+
+
+def _param_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def _is_plain_scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool)) and not isinstance(value, Partial)
+
+
+def _dependencies(node: Any, conditions: list[str], params: list[str], tpl: Template, depth: int) -> None:
+    """Collect the condition names used by Fn::If and the parameters referenced in ``node``."""
+    if depth > MAX_DEPTH:
+        return
+    if isinstance(node, list):
+        for item in node:
+            _dependencies(item, conditions, params, tpl, depth + 1)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key == "Fn::If" and isinstance(value, list) and value and isinstance(value[0], str):
+            if value[0] not in conditions:
+                conditions.append(value[0])
+        elif key == "Ref" and isinstance(value, str) and value in tpl.parameters:
+            if value not in params:
+                params.append(value)
+        elif key == "Fn::Sub":
+            text = value[0] if isinstance(value, list) and value else value
+            if isinstance(text, str):
+                for name in _SUB_VAR.findall(text):
+                    if name in tpl.parameters and name not in params:
+                        params.append(name)
+        _dependencies(value, conditions, params, tpl, depth + 1)
+
+
+# --- the functions ---------------------------------------------------------------------------
+
+
+def _fn_if(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+    name, when_true, when_false = arg
+    value = tpl.condition_value(name, scenario)
+    if value is UNKNOWN:
+        return UNKNOWN
+    return tpl.resolve(when_true if value else when_false, scenario, depth)
+
+
+def _text(value: Any) -> str | None:
+    """A resolved value as text for Join/Sub, or None when it cannot be."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return None
+
+
+def _fn_join(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+    delimiter, items = arg
+    delimiter = tpl.resolve(delimiter, scenario, depth)
+    items = tpl.resolve(items, scenario, depth)
+    if not isinstance(delimiter, str) or not isinstance(items, list):
+        return UNKNOWN
+    parts, partial = [], False
+    for item in items:
+        text = _text(item)
+        if text is None:
+            text, partial = PLACEHOLDER, True
+        partial = partial or isinstance(item, Partial)
+        parts.append(text)
+    joined = delimiter.join(parts)
+    return Partial(joined) if partial else joined
+
+
+def _fn_sub(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+    if isinstance(arg, list):
+        text, variables = arg[0], arg[1] if len(arg) > 1 else {}
+    else:
+        text, variables = arg, {}
+    if not isinstance(text, str) or not isinstance(variables, dict):
+        return UNKNOWN
+    partial = False
+
+    def substitute(match: re.Match) -> str:
+        nonlocal partial
+        name = match.group(1)
+        if name.startswith("!"):
+            return "${" + name[1:] + "}"
+        if name in variables:
+            value = tpl.resolve(variables[name], scenario, depth)
+        elif "." in name:
+            value = UNKNOWN  # ${Resource.Attribute}
+        else:
+            value = tpl._ref(name, scenario)
+        text_value = _text(value) if not isinstance(value, ResourceRef) else None
+        if text_value is None:
+            partial = True
+            return PLACEHOLDER
+        partial = partial or isinstance(value, Partial)
+        return text_value
+
+    result = _SUB_VAR.sub(substitute, text)
+    return Partial(result) if partial else result
+
+
+def _fn_base64(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+    # Kept as the decoded text: every reader of Base64 (user data) wants the text.
+    return tpl.resolve(arg, scenario, depth)
+
+
+def _fn_select(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+    index, items = arg
+    index = tpl.resolve(index, scenario, depth)
+    items = tpl.resolve(items, scenario, depth)
+    try:
+        index = int(index)
+    except (TypeError, ValueError):
+        return UNKNOWN
+    if not isinstance(items, list) or not 0 <= index < len(items):
+        return UNKNOWN
+    return items[index]
+
+
+def _fn_split(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+    delimiter, source = arg
+    delimiter = tpl.resolve(delimiter, scenario, depth)
+    source = tpl.resolve(source, scenario, depth)
+    if not isinstance(delimiter, str) or not delimiter or not _is_plain_scalar(source):
+        return UNKNOWN
+    return str(source).split(delimiter)
+
+
+def _fn_find_in_map(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+    keys = [tpl.resolve(a, scenario, depth) for a in arg[:3]]
+    if not all(_is_plain_scalar(k) for k in keys):
+        return UNKNOWN
+    try:
+        value = tpl.mappings[keys[0]][keys[1]][keys[2]]
+    except (KeyError, TypeError):
+        if len(arg) > 3 and isinstance(arg[3], dict) and "DefaultValue" in arg[3]:
+            return tpl.resolve(arg[3]["DefaultValue"], scenario, depth)
+        return UNKNOWN
+    return tpl.resolve(value, scenario, depth)
+
+
+def _fn_get_att(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+    if isinstance(arg, str):
+        arg = arg.split(".", 1)
+    name = arg[0]
+    if isinstance(name, str) and name in tpl.resources:
+        attribute = arg[1] if len(arg) > 1 and isinstance(arg[1], str) else None
+        return ResourceRef(name, attribute)
+    return UNKNOWN
+
+
+def _unknown(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+    return UNKNOWN
+
+
+_FUNCTIONS = {
+    "Fn::If": _fn_if,
+    "Fn::Join": _fn_join,
+    "Fn::Sub": _fn_sub,
+    "Fn::Base64": _fn_base64,
+    "Fn::Select": _fn_select,
+    "Fn::Split": _fn_split,
+    "Fn::FindInMap": _fn_find_in_map,
+    "Fn::GetAtt": _fn_get_att,
+    # Decided only at deploy time (other stacks, the account, the region):
+    "Fn::GetAZs": _unknown, "Fn::ImportValue": _unknown, "Fn::Cidr": _unknown,
+    "Fn::Transform": _unknown, "Fn::ToJsonString": _unknown, "Fn::Length": _unknown,
+}
+
+
+def decode_user_data(raw: Any, resolved: Any) -> Any:
+    """User data as text: ``Fn::Base64`` gives the text directly; a literal must already be
+    base64 (as CloudFormation expects) and is decoded when it is."""
+    if resolved is ABSENT or resolved is None:
+        return ABSENT
+    if resolved is UNKNOWN or not isinstance(resolved, str):
+        return UNKNOWN
+    if isinstance(raw, dict) and "Fn::Base64" in raw:
+        return resolved
+    if isinstance(resolved, Partial):
+        return resolved
+    try:
+        return base64.b64decode(resolved, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return resolved
+
+
+def walk_scenarios(tpl: Template, node: Any, fixed: dict | None = None) -> Iterator[tuple[Any, dict, str | None]]:
+    for scenario, label in tpl.scenarios(node, fixed):
+        yield tpl.resolve(node, scenario), scenario, label

@@ -1,0 +1,266 @@
+"""Reading one CloudFormation template file: JSON or YAML with every short-form tag, the line
+of each resource, and one clear error for anything that is not a readable template.
+
+Why not cfn-flip or cfn-lint's decoder: neither gives line numbers at the speed we need
+(both run PyYAML's pure-Python parser). We use PyYAML's C (libyaml) composer and turn its
+nodes into plain data ourselves, which is also where duplicate keys are caught.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: Larger files are refused: CloudFormation itself accepts at most 1 MB.
+MAX_TEMPLATE_BYTES = 10 * 1024 * 1024
+
+TEMPLATE_SUFFIXES = (".json", ".yaml", ".yml", ".template")
+
+# Short-form tags → long form. GetAtt and Ref/Condition have their own shapes.
+_FN_TAGS = {
+    "!Base64": "Fn::Base64", "!Cidr": "Fn::Cidr", "!FindInMap": "Fn::FindInMap",
+    "!GetAZs": "Fn::GetAZs", "!ImportValue": "Fn::ImportValue", "!Join": "Fn::Join",
+    "!Select": "Fn::Select", "!Split": "Fn::Split", "!Sub": "Fn::Sub", "!Transform": "Fn::Transform",
+    "!And": "Fn::And", "!Equals": "Fn::Equals", "!If": "Fn::If", "!Not": "Fn::Not", "!Or": "Fn::Or",
+    "!GetAtt": "Fn::GetAtt", "!Length": "Fn::Length", "!ToJsonString": "Fn::ToJsonString",
+    "!ForEach": "Fn::ForEach",
+}
+
+
+class TemplateError(Exception):
+    """A file that cannot be linted. The message is one line and names no file (the caller
+    adds the path)."""
+
+
+@dataclass
+class TemplateFile:
+    path: str
+    data: dict[str, Any]
+    resource_lines: dict[str, int] = field(default_factory=dict)
+
+
+def read_template(path: str | Path, *, require_resources: bool = True) -> TemplateFile:
+    """Load ``path`` as a template. Raises :class:`TemplateError` with a one-line reason."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
+        raise TemplateError("no such file") from None
+    except OSError as exc:
+        raise TemplateError(f"cannot read: {exc.strerror or exc}") from None
+    if size > MAX_TEMPLATE_BYTES:
+        raise TemplateError(
+            f"file is {size / 1048576:.1f} MB, larger than the {MAX_TEMPLATE_BYTES // 1048576} MB limit "
+            "(CloudFormation accepts templates up to 1 MB)")
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise TemplateError(f"cannot read: {exc.strerror or exc}") from None
+    if not raw.strip():
+        raise TemplateError("empty file")
+    if b"\x00" in raw[:8192]:
+        raise TemplateError("binary file, not a CloudFormation template")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise TemplateError("not UTF-8 text, not a CloudFormation template") from None
+    data, lines = parse_text(text, json_first=text.lstrip().startswith("{"))
+    if not isinstance(data, dict):
+        raise TemplateError(f"not a CloudFormation template: top level is a {_kind(data)}, not a mapping")
+    if "Resources" not in data:
+        if require_resources:
+            raise TemplateError("not a CloudFormation template: no Resources section")
+    elif not isinstance(data["Resources"], dict):
+        raise TemplateError(f"Resources is a {_kind(data['Resources'])}, not a mapping")
+    return TemplateFile(str(path), data, lines)
+
+
+def parse_text(text: str, *, json_first: bool) -> tuple[Any, dict[str, int]]:
+    """Parse template text; returns the data and the line of each resource."""
+    if json_first:
+        try:
+            data = json.loads(text, object_pairs_hook=_no_duplicates)
+        except _DuplicateKey as dup:
+            raise TemplateError(f"duplicate key {dup.key!r} at line {_json_line_of_key(text, dup.key, 2)}") from None
+        except json.JSONDecodeError:
+            pass  # JSON-looking YAML (flow style with tags) is still valid YAML; try it
+        except RecursionError:
+            raise TemplateError("nesting too deep to read") from None
+        else:
+            return data, _json_resource_lines(text, data)
+    return _parse_yaml(text)
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str):
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _json_line_of_key(text: str, key: str, occurrence: int) -> int:
+    pattern = re.compile(r'"%s"\s*:' % re.escape(key))
+    pos = 0
+    for n, match in enumerate(pattern.finditer(text), 1):
+        pos = match.start()
+        if n == occurrence:
+            break
+    return text.count("\n", 0, pos) + 1
+
+
+def _json_resource_lines(text: str, data: Any) -> dict[str, int]:
+    """Line of each resource key. Keys appear in file order, so one forward scan finds them."""
+    if not isinstance(data, dict) or not isinstance(data.get("Resources"), dict):
+        return {}
+    newlines = [m.start() for m in re.finditer("\n", text)]
+    start = re.search(r'"Resources"\s*:\s*\{', text)
+    pos = start.end() if start else 0
+    lines: dict[str, int] = {}
+    for logical_id in data["Resources"]:
+        match = re.compile(r'"%s"\s*:' % re.escape(logical_id)).search(text, pos)
+        if match is None:
+            continue
+        lines[logical_id] = bisect.bisect_right(newlines, match.start()) + 1
+        pos = match.end()
+    return lines
+
+
+# --- YAML ------------------------------------------------------------------------------------
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BOOL_TRUE = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y"}
+
+
+def _parse_yaml(text: str) -> tuple[Any, dict[str, int]]:
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = (exc.problem or exc.context or "syntax error").strip()
+        raise TemplateError(f"not valid YAML or JSON: {problem}{where}") from None
+    except yaml.YAMLError as exc:
+        raise TemplateError(f"not valid YAML or JSON: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise TemplateError("nesting too deep to read") from None
+    if node is None:
+        raise TemplateError("empty file")
+    lines: dict[str, int] = {}
+    try:
+        data = _Converter(lines).convert(node, depth=0)
+    except RecursionError:
+        raise TemplateError("nesting too deep to read") from None
+    return data, lines
+
+
+class _Converter:
+    """Turns composed YAML nodes into plain data with CloudFormation long-form intrinsics."""
+
+    MAX_DEPTH = 400
+
+    def __init__(self, resource_lines: dict[str, int]):
+        self.resource_lines = resource_lines
+
+    def convert(self, node: yaml.Node, depth: int, resources: bool = False) -> Any:
+        if depth > self.MAX_DEPTH:
+            raise TemplateError(f"nesting deeper than {self.MAX_DEPTH} levels at line {node.start_mark.line + 1}")
+        tag = node.tag
+        if tag.startswith("!"):
+            return self._tagged(node, tag, depth)
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, depth, resources)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.convert(child, depth + 1) for child in node.value]
+        return _scalar(node)
+
+    def _mapping(self, node: yaml.MappingNode, depth: int, resources: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        first_line: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                merged = self.convert(value_node, depth + 1)
+                for item in merged if isinstance(merged, list) else [merged]:
+                    if isinstance(item, dict):
+                        for k, v in item.items():
+                            out.setdefault(k, v)
+                continue
+            key = self.convert(key_node, depth + 1)
+            if isinstance(key, (dict, list)):
+                raise TemplateError(f"a mapping key at line {key_node.start_mark.line + 1} is not a scalar")
+            if not isinstance(key, str):
+                key = str(key) if key is not None else "null"
+            line = key_node.start_mark.line + 1
+            if key in out:
+                raise TemplateError(f"duplicate key {key!r} at line {line} (first at line {first_line[key]})")
+            first_line[key] = line
+            is_resources = depth == 0 and key == "Resources"
+            out[key] = self.convert(value_node, depth + 1, resources=is_resources)
+            if resources:
+                self.resource_lines[key] = line
+        return out
+
+    def _tagged(self, node: yaml.Node, tag: str, depth: int) -> Any:
+        if isinstance(node, yaml.ScalarNode):
+            value: Any = node.value
+        else:
+            value = self.convert_untagged(node, depth)
+        if tag == "!Ref":
+            return {"Ref": value}
+        if tag == "!Condition":
+            return {"Condition": value}
+        if tag == "!GetAtt" and isinstance(value, str):
+            resource, _, attribute = value.partition(".")
+            return {"Fn::GetAtt": [resource, attribute]}
+        if tag in _FN_TAGS:
+            return {_FN_TAGS[tag]: value}
+        return {"Fn::" + tag[1:]: value}  # unknown tag: kept, resolves to UNKNOWN
+
+    def convert_untagged(self, node: yaml.Node, depth: int) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, depth + 1, False)
+        return [self.convert(child, depth + 1) for child in node.value]
+
+
+def _scalar(node: yaml.ScalarNode) -> Any:
+    value = node.value
+    tag = node.tag
+    if tag == "tag:yaml.org,2002:str" or node.style in ("'", '"', "|", ">"):
+        return value
+    if tag == "tag:yaml.org,2002:int":
+        digits = value.replace("_", "")
+        for base in (10, 0):
+            try:
+                return int(digits, base)
+            except ValueError:
+                continue
+        return value
+    if tag == "tag:yaml.org,2002:float":
+        try:
+            return float(value.replace("_", ""))
+        except ValueError:
+            return value
+    if tag == "tag:yaml.org,2002:bool":
+        return value in _BOOL_TRUE
+    if tag == "tag:yaml.org,2002:null":
+        return None
+    return value  # timestamps, binary and the like stay text
+
+
+def _kind(value: Any) -> str:
+    return {dict: "mapping", list: "list", str: "string"}.get(type(value), type(value).__name__)

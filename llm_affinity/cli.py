@@ -1,0 +1,173 @@
+"""`llm-affinity lint | audit | rules`.
+
+Exit codes (DESIGN.md): 0 nothing at or above --fail-on; 1 findings at or above it; 2 usage
+error or an input that could not be read (2 wins over 1); 3 the audit could reach nothing.
+
+Start-up stays fast: argparse from the standard library, and the checks, boto3 and the
+reporters are imported only by the subcommand that needs them (never aws_cdk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Sequence
+
+from . import __version__
+
+EXIT_OK, EXIT_FINDINGS, EXIT_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
+FAIL_ON = {"error": 3, "warning": 2, "info": 1, "never": 99}
+FORMATS = ("text", "json", "sarif", "junit")
+
+
+class UsageError(Exception):
+    """Bad options or an unwritable output: one line, exit 2."""
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", "-f", choices=FORMATS, default="text", help="output format (default: text)")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    parser.add_argument("--fail-on", choices=tuple(FAIL_ON), default="warning",
+                        help="lowest severity that makes the exit code 1 (default: warning)")
+    parser.add_argument("--ignore", action="append", default=[], metavar="RULE_ID",
+                        help="skip a rule (repeatable, or comma-separated)")
+    parser.add_argument("--no-color", action="store_true", help="no ANSI colours in text output")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llm-affinity",
+        description="Find KV-cache affinity failure modes of vLLM fleets on AWS: in CloudFormation "
+                    "templates and cdk.out (lint), in live accounts (audit).",
+    )
+    parser.add_argument("--version", action="version", version=f"llm-affinity {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    lint = sub.add_parser("lint", help="lint CloudFormation templates, folders and cdk.out folders",
+                          description="Lint templates (.json/.yaml/.yml/.template), folders and cdk.out folders.")
+    lint.add_argument("paths", nargs="+", metavar="PATH")
+    _common(lint)
+
+    audit = sub.add_parser("audit", help="audit live AWS accounts (read-only)",
+                           description="Audit load balancers, target groups, Auto Scaling groups and AgentCore "
+                                       "gateways of a live account with read-only calls.")
+    regions = audit.add_mutually_exclusive_group()
+    regions.add_argument("--region", action="append", default=[], metavar="REGION", help="region to audit (repeatable)")
+    regions.add_argument("--all-regions", action="store_true", help="every region enabled in the account")
+    audit.add_argument("--profile", help="AWS named profile")
+    audit.add_argument("--endpoint-url", help="send every API call to this endpoint (e.g. a moto server)")
+    audit.add_argument("--max-workers", type=int, default=16, help="concurrent API calls (default: 16)")
+    _common(audit)
+
+    rules = sub.add_parser("rules", help="list the rule catalogue")
+    rules.add_argument("--format", "-f", choices=("text", "json"), default="text")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_INPUT
+    try:
+        if args.command == "rules":
+            return _cmd_rules(args)
+        if args.command == "lint":
+            return _cmd_lint(args)
+        return _cmd_audit(args)
+    except UsageError as exc:
+        _say(str(exc))
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return 130
+    except Exception as exc:  # never a traceback for users; LLM_AFFINITY_DEBUG=1 shows it
+        if os.environ.get("LLM_AFFINITY_DEBUG"):
+            raise
+        _say(f"internal error: {type(exc).__name__}: {exc}")
+        return EXIT_INPUT
+
+
+def _say(message: str) -> None:
+    print(f"llm-affinity: {message}", file=sys.stderr)
+
+
+def _ignored(args: argparse.Namespace) -> list[str]:
+    out: list[str] = []
+    for item in args.ignore:
+        out += [part.strip().upper() for part in item.split(",") if part.strip()]
+    from .checks.rules import REGISTRY
+
+    unknown = [i for i in out if i not in REGISTRY]
+    if unknown:
+        raise UsageError(f"--ignore: no such rule {', '.join(unknown)} (see `llm-affinity rules`)")
+    return out
+
+
+def _cmd_rules(args: argparse.Namespace) -> int:
+    from .checks.report import render_rules_json, render_rules_text
+    from .checks.rules import all_rules
+
+    text = render_rules_json(all_rules()) if args.format == "json" else render_rules_text(all_rules())
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _cmd_lint(args: argparse.Namespace) -> int:
+    from .checks.lint import lint_paths
+
+    report = lint_paths(args.paths, ignore=_ignored(args))
+    return _finish(args, report, reached_any=True)
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    ignore = _ignored(args)
+    if args.max_workers < 1:
+        raise UsageError("--max-workers must be at least 1")
+    from .checks.engine import evaluate, select_rules
+    from .checks.sources.aws import collect
+
+    progress = sys.stderr.isatty() and args.format == "text"
+    result = collect(regions=args.region or None, all_regions=args.all_regions, profile=args.profile,
+                     endpoint_url=args.endpoint_url, progress=progress, max_workers=args.max_workers)
+    report = evaluate(result.models, select_rules(ignore))
+    report.errors = list(result.errors)
+    report.inputs = sorted({*(m.scope for m in result.models)})
+    report.extra_coverage = dict(result.coverage)
+    return _finish(args, report, reached_any=result.reached_any)
+
+
+def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool) -> int:
+    from .checks.report import RENDERERS, render_text
+    from .checks.rules import SEVERITY_RANK
+
+    for error in report.errors:
+        _say(f"error: {error.input}: {error.message}")
+    if args.format == "text":
+        color = (args.output is None and sys.stdout.isatty() and not args.no_color
+                 and "NO_COLOR" not in os.environ)
+        text = render_text(report, color=color)
+    else:
+        text = RENDERERS[args.format](report)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
+    else:
+        sys.stdout.write(text)
+    if not reached_any:
+        return EXIT_UNREACHABLE
+    if report.errors:
+        return EXIT_INPUT
+    threshold = FAIL_ON[args.fail_on]
+    if any(SEVERITY_RANK[f.severity] >= threshold for f in report.findings):
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m llm_affinity.cli`
+    sys.exit(main())
