@@ -70,7 +70,8 @@ def read_template(path: str | Path, *, require_resources: bool = True) -> Templa
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise TemplateError("not UTF-8 text, not a CloudFormation template") from None
-    data, lines = parse_text(text, json_first=text.lstrip().startswith("{"))
+    data, lines = parse_text(text, json_first=text.lstrip().startswith("{"),
+                             json_only=p.suffix.lower() == ".json")
     if not isinstance(data, dict):
         raise TemplateError(f"not a CloudFormation template: top level is a {_kind(data)}, not a mapping")
     if "Resources" not in data:
@@ -81,19 +82,16 @@ def read_template(path: str | Path, *, require_resources: bool = True) -> Templa
     return TemplateFile(str(path), data, lines)
 
 
-def parse_text(text: str, *, json_first: bool) -> tuple[Any, dict[str, int]]:
-    """Parse template text; returns the data and the line of each resource."""
-    if json_first:
+def parse_text(text: str, *, json_first: bool, json_only: bool = False) -> tuple[Any, dict[str, int]]:
+    """Parse template text; returns the data and the line of each resource. A ``.json`` file
+    must be JSON; other files are YAML (JSON-looking ones are tried as JSON first, for speed)."""
+    if json_only or json_first:
         try:
-            data = json.loads(text, object_pairs_hook=_no_duplicates)
-        except _DuplicateKey as dup:
-            raise TemplateError(f"duplicate key {dup.key!r} at line {_json_line_of_key(text, dup.key, 2)}") from None
-        except json.JSONDecodeError:
-            pass  # JSON-looking YAML (flow style with tags) is still valid YAML; try it
-        except RecursionError:
-            raise TemplateError("nesting too deep to read") from None
-        else:
-            return data, _json_resource_lines(text, data)
+            return _parse_json(text)
+        except json.JSONDecodeError as exc:
+            if json_only:
+                raise TemplateError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+            # JSON-looking YAML (flow style, tags, trailing commas) is still valid YAML: try it
     return _parse_yaml(text)
 
 
@@ -103,6 +101,16 @@ def parse_text(text: str, *, json_first: bool) -> tuple[Any, dict[str, int]]:
 class _DuplicateKey(Exception):
     def __init__(self, key: str):
         self.key = key
+
+
+def _parse_json(text: str) -> tuple[Any, dict[str, int]]:
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as dup:
+        raise TemplateError(f"duplicate key {dup.key!r} at line {_json_line_of_key(text, dup.key, 2)}") from None
+    except RecursionError:
+        raise TemplateError("nesting too deep to read") from None
+    return data, _json_resource_lines(text, data)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

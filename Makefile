@@ -1,0 +1,28 @@
+# The two commands of the README: `make run` (the main job) and `make test`.
+# Each creates its own virtual environment and installs what it needs.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+
+.PHONY: run test venv bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+venv: $(BIN)/.installed
+
+run: venv
+	@bash scripts/run.sh
+
+test: venv
+	$(BIN)/python -m pytest
+
+bench: venv
+	$(BIN)/python bench/lint_vs_cfnlint.py --quick
+
+clean:
+	rm -rf $(VENV) cdk.out .pytest_cache .hypothesis

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The main job: lint the example templates (the good one must be clean; the broken one shows
+# every failure mode it has). Run through `make run`, which prepared .venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+
+echo "== llm-affinity lint examples/good (must be clean at warning and above)"
+"$BIN/llm-affinity" lint examples/good
+
+echo
+echo "== llm-affinity lint examples/broken (a fleet with the failure modes of RULES.md; findings expected)"
+"$BIN/llm-affinity" lint examples/broken --fail-on never

@@ -1,0 +1,46 @@
+"""Shared test helpers: fixture paths and running the CLI in-process or as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+RULE_FIXTURES = FIXTURES / "rules"
+SHARED = ROOT.parent / "shared"
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `python -m llm_affinity` as a user would (separate process, real exit code)."""
+    full_env = dict(os.environ, NO_COLOR="1", **(env or {}))
+    return subprocess.run([sys.executable, "-m", "llm_affinity", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env=full_env, timeout=120)
+
+
+def lint_json(*args: str) -> tuple[int, dict]:
+    proc = run_cli("lint", "--format", "json", *args)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.fixture
+def write(tmp_path):
+    """Write a template (text) into tmp_path and return its path as a string."""
+
+    def _write(name: str, text: str | bytes) -> str:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(text, encoding="utf-8")
+        return str(path)
+
+    return _write
