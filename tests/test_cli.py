@@ -189,3 +189,21 @@ def test_error_wins_over_findings(tmp_path):
 def test_usage_error_exit_2():
     assert run_cli("lint").returncode == 2
     assert run_cli("lint", PASS, "--format", "xml").returncode == 2
+
+
+def test_lint_path_never_imports_cdk_or_boto3():
+    """`import aws_cdk` starts a Node process (seconds) and boto3 costs ~0.2 s: neither may be
+    on the lint path."""
+    import subprocess
+    import sys
+
+    code = ("import sys, contextlib, io\n"
+            "from llm_affinity.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    main(['lint', {PASS!r}, '--format', 'sarif'])\n"
+            "    main(['rules'])\n"
+            "bad = [m for m in ('aws_cdk', 'jsii', 'boto3', 'botocore', 'cdk_nag', 'constructs') if m in sys.modules]\n"
+            "print(','.join(bad))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ""

@@ -258,7 +258,7 @@ class TargetGroup(Resource):
     @property
     def family(self) -> Any:
         """``alb``, ``nlb``, ``gwlb`` by protocol, or UNKNOWN."""
-        protos = {a.value for a in options(self.protocol)}
+        protos = {a.value for a in options(self.protocol) if isinstance(a.value, str)}
         if protos and protos <= ALB_PROTOCOLS:
             return "alb"
         if protos and protos <= NLB_PROTOCOLS:

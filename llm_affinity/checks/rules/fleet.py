@@ -125,6 +125,9 @@ def _sticky_inference_tgs(model: Model):
 )
 def fleet004(model: Model) -> Iterator[Result]:
     for tg, state in _sticky_inference_tgs(model):
+        if tg.family is UNKNOWN and tg.protocol is not None:
+            yield Unknown(tg, "Protocol")
+            continue
         if tg.family != "alb":
             continue
         if state is UNKNOWN:

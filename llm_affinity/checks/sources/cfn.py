@@ -294,6 +294,15 @@ def _leaf(value: Any) -> Any:
     return value
 
 
+def _word(value: Any) -> Any:
+    """An enumerated property (Protocol, Scheme, Type...): text, or UNKNOWN when it is anything
+    else (a mutated or unresolved template must not crash a rule that compares it)."""
+    value = _leaf(value)
+    if isinstance(value, str):
+        return value
+    return value if value is None or value is ABSENT else UNKNOWN
+
+
 def _ref_id(value: Any) -> Any:
     """The logical id a reference points to, the literal (an ARN or name), or UNKNOWN."""
     if isinstance(value, ResourceRef):
@@ -335,7 +344,7 @@ def _tags(items: Any) -> dict[str, Any]:
 
 def _target_group(logical_id: str, props: dict, location: Location) -> TargetGroup:
     attributes, complete = _key_values(props.get("TargetGroupAttributes"))
-    target_type = _leaf(props.get("TargetType", "instance"))
+    target_type = _word(props.get("TargetType", "instance"))
     protocol = props.get("Protocol", None if target_type == "lambda" else UNKNOWN)
     targets = props.get("Targets", ABSENT)
     count: Any = UNKNOWN
@@ -345,7 +354,7 @@ def _target_group(logical_id: str, props: dict, location: Location) -> TargetGro
         count = 0
     return TargetGroup(
         logical_id, location, tags=_tags(props.get("Tags")),
-        protocol=_upper(_leaf(protocol)), target_type=target_type, attributes=attributes,
+        protocol=_upper(_word(protocol)), target_type=target_type, attributes=attributes,
         attributes_complete=complete, target_count=count,
     )
 
@@ -356,11 +365,11 @@ def _upper(value: Any) -> Any:
 
 def _load_balancer(logical_id: str, props: dict, location: Location) -> LoadBalancer:
     attributes, complete = _key_values(props.get("LoadBalancerAttributes"))
-    lb_type = _leaf(props.get("Type", "application"))
+    lb_type = _word(props.get("Type", "application"))
     return LoadBalancer(
         logical_id, location, tags=_tags(props.get("Tags")),
         lb_type=lb_type.lower() if isinstance(lb_type, str) else lb_type,
-        scheme=_leaf(props.get("Scheme", "internet-facing")),
+        scheme=_word(props.get("Scheme", "internet-facing")),
         attributes=attributes, attributes_complete=complete,
     )
 
@@ -410,7 +419,7 @@ def _forwards(actions: Any) -> list[Forward]:
 
 def _listener(logical_id: str, props: dict, location: Location) -> Listener:
     return Listener(logical_id, location, load_balancer_id=_ref_id(props.get("LoadBalancerArn", UNKNOWN)),
-                    protocol=_upper(_leaf(props.get("Protocol", UNKNOWN))),
+                    protocol=_upper(_word(props.get("Protocol", UNKNOWN))),
                     forwards=_forwards(props.get("DefaultActions")))
 
 
@@ -437,7 +446,7 @@ def _gateway(logical_id: str, props: dict, location: Location) -> McpGateway:
             sessions = UNKNOWN
     elif protocol is not ABSENT:
         sessions = UNKNOWN
-    authorizer = _leaf(props.get("AuthorizerType", UNKNOWN))
+    authorizer = _word(props.get("AuthorizerType", UNKNOWN))
     return McpGateway(logical_id, location, tags=_tags(props.get("Tags")),
                       authorizer_type=authorizer.upper() if isinstance(authorizer, str) else authorizer,
                       sessions_enabled=sessions, session_timeout=timeout)
@@ -482,7 +491,7 @@ def _fleet(logical_id: str, props: dict, location: Location,
         min_size=_leaf(props.get("MinSize", UNKNOWN)), max_size=_leaf(props.get("MaxSize", UNKNOWN)),
         desired=_leaf(props.get("DesiredCapacity", ABSENT)),
         target_group_ids=[_ref_id(t) for t in props["TargetGroupARNs"]] if isinstance(props.get("TargetGroupARNs"), list) else [],
-        health_check_type=_leaf(props.get("HealthCheckType", "EC2")),
+        health_check_type=_word(props.get("HealthCheckType", "EC2")),
         health_check_grace_period=_leaf(props.get("HealthCheckGracePeriod", 0)),
     )
     if props.get("TargetGroupARNs") is UNKNOWN:
