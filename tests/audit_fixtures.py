@@ -1,0 +1,326 @@
+"""Seeds an AWS account (moto in-process or moto_server) through plain boto3 calls, for the
+audit tests and bench/audit_scale.py. Nothing here is a test by itself.
+
+``seed_bad`` builds resources on which every rule that can fire on live resources (and that
+moto accepts) fires; ``seed_good`` builds a setup on which none does. Both return a dict of
+names → ARNs so tests can check *which* resource a finding is on.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+ACCOUNT = "123456789012"
+ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/gateway"
+
+VLLM_BAD = """#!/bin/bash
+docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest \\
+  --model meta-llama/Llama-3.1-8B-Instruct --no-enable-prefix-caching
+"""
+VLLM_GOOD = """#!/bin/bash
+docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest \\
+  --model meta-llama/Llama-3.1-8B-Instruct --enable-prefix-caching
+"""
+
+#: Rules that cannot be set up in moto 5.2.5: it rejects the configuration (ALB008 source_ip on
+#: HTTP / lb_cookie on TCP; NLB001 stickiness on TLS), exactly as AWS does.
+NOT_LIVE_FIREABLE = {"ALB008", "NLB001"}
+
+
+def fake_credentials(env: dict | None = None) -> dict:
+    """Fake credentials and a region for moto (never real ones)."""
+    env = dict(os.environ if env is None else env)
+    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
+        env.pop(key, None)
+    env.update({
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    })
+    return env
+
+
+class Clients:
+    def __init__(self, region: str = "us-east-1", endpoint_url: str | None = None):
+        self.region = region
+        kw: dict[str, Any] = {"region_name": region}
+        if endpoint_url:
+            kw["endpoint_url"] = endpoint_url
+        self.ec2 = boto3.client("ec2", **kw)
+        self.elb = boto3.client("elbv2", **kw)
+        self.autoscaling = boto3.client("autoscaling", **kw)
+        self.cw = boto3.client("cloudwatch", **kw)
+        # parameter validation off: GW001 needs a timeout the API model refuses client-side
+        self.gw = boto3.client("bedrock-agentcore-control", config=Config(parameter_validation=False), **kw)
+
+    # building blocks ---------------------------------------------------------------------
+    def network(self) -> tuple[str, list[str]]:
+        vpc = self.ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        subnets = [
+            self.ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24",
+                                   AvailabilityZone=f"{self.region}{zone}")["Subnet"]["SubnetId"]
+            for i, zone in ((1, "a"), (2, "b"))
+        ]
+        return vpc, subnets
+
+    def lb(self, name: str, subnets: list[str], kind: str = "application", scheme: str = "internet-facing",
+           attrs: dict | None = None, tags: dict | None = None) -> str:
+        kw: dict[str, Any] = {"Name": name, "Subnets": subnets, "Type": kind, "Scheme": scheme}
+        if tags:
+            kw["Tags"] = _tags(tags)
+        arn = self.elb.create_load_balancer(**kw)["LoadBalancers"][0]["LoadBalancerArn"]
+        if attrs:
+            self.elb.modify_load_balancer_attributes(LoadBalancerArn=arn, Attributes=_attrs(attrs))
+        return arn
+
+    def tg(self, name: str, vpc: str, protocol: str = "HTTP", attrs: dict | None = None,
+           tags: dict | None = None) -> str:
+        kw: dict[str, Any] = {"Name": name, "Protocol": protocol, "Port": 8000, "VpcId": vpc}
+        if tags:
+            kw["Tags"] = _tags(tags)
+        arn = self.elb.create_target_group(**kw)["TargetGroups"][0]["TargetGroupArn"]
+        if attrs:
+            self.elb.modify_target_group_attributes(TargetGroupArn=arn, Attributes=_attrs(attrs))
+        return arn
+
+    def listener(self, lb: str, tgs: list[str], protocol: str = "HTTP", port: int = 80,
+                 group_stickiness: dict | None = None, tags: dict | None = None) -> str:
+        if len(tgs) == 1 and group_stickiness is None:
+            action = {"Type": "forward", "TargetGroupArn": tgs[0]}
+        else:
+            config: dict[str, Any] = {"TargetGroups": [{"TargetGroupArn": t, "Weight": 1} for t in tgs]}
+            if group_stickiness is not None:
+                config["TargetGroupStickinessConfig"] = group_stickiness
+            action = {"Type": "forward", "ForwardConfig": config}
+        kw: dict[str, Any] = {"LoadBalancerArn": lb, "Protocol": protocol, "Port": port, "DefaultActions": [action]}
+        if tags:
+            kw["Tags"] = _tags(tags)
+        return self.elb.create_listener(**kw)["Listeners"][0]["ListenerArn"]
+
+    def rule(self, listener: str, tgs: list[str], priority: int, group_stickiness: dict | None = None) -> str:
+        config: dict[str, Any] = {"TargetGroups": [{"TargetGroupArn": t, "Weight": 1} for t in tgs]}
+        if group_stickiness is not None:
+            config["TargetGroupStickinessConfig"] = group_stickiness
+        return self.elb.create_rule(
+            ListenerArn=listener, Priority=priority,
+            Conditions=[{"Field": "path-pattern", "Values": [f"/r{priority}/*"]}],
+            Actions=[{"Type": "forward", "ForwardConfig": config}])["Rules"][0]["RuleArn"]
+
+    def launch_template(self, name: str, instance_type: str | None, user_data: str | None,
+                        requirements: dict | None = None, tags: dict | None = None) -> str:
+        data: dict[str, Any] = {"ImageId": "ami-12345678"}
+        if instance_type:
+            data["InstanceType"] = instance_type
+        if user_data is not None:
+            data["UserData"] = base64.b64encode(user_data.encode()).decode()
+        if requirements:
+            data["InstanceRequirements"] = requirements
+        kw: dict[str, Any] = {"LaunchTemplateName": name, "LaunchTemplateData": data}
+        if tags:
+            kw["TagSpecifications"] = [{"ResourceType": "launch-template", "Tags": _tags(tags)}]
+        return self.ec2.create_launch_template(**kw)["LaunchTemplate"]["LaunchTemplateId"]
+
+    def asg(self, name: str, subnets: list[str], tgs: list[str], template: str | None = None,
+            version: str = "$Default", max_size: int = 4, health: str = "EC2", grace: int = 0,
+            overrides: list[dict] | None = None, configuration: str | None = None,
+            terminating_hook: bool = False, tags: dict | None = None) -> str:
+        kw: dict[str, Any] = {
+            "AutoScalingGroupName": name, "MinSize": 0, "MaxSize": max_size, "DesiredCapacity": 0,
+            "VPCZoneIdentifier": ",".join(subnets), "TargetGroupARNs": tgs,
+            "HealthCheckType": health, "HealthCheckGracePeriod": grace,
+        }
+        if overrides is not None:
+            kw["MixedInstancesPolicy"] = {"LaunchTemplate": {
+                "LaunchTemplateSpecification": {"LaunchTemplateId": template, "Version": version},
+                "Overrides": overrides}}
+        elif template:
+            kw["LaunchTemplate"] = {"LaunchTemplateId": template, "Version": version}
+        elif configuration:
+            kw["LaunchConfigurationName"] = configuration
+        if tags:
+            kw["Tags"] = [{"Key": k, "Value": v, "PropagateAtLaunch": False, "ResourceId": name,
+                           "ResourceType": "auto-scaling-group"} for k, v in tags.items()]
+        self.autoscaling.create_auto_scaling_group(**kw)
+        if terminating_hook:
+            self.autoscaling.put_lifecycle_hook(AutoScalingGroupName=name, LifecycleHookName="drain",
+                                        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
+                                        HeartbeatTimeout=900, DefaultResult="CONTINUE")
+        return self.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])[
+            "AutoScalingGroups"][0]["AutoScalingGroupARN"]
+
+    def gateway(self, name: str, authorizer: str = "AWS_IAM", timeout: int | None = None,
+                sessions: bool = True, tags: dict | None = None) -> str:
+        kw: dict[str, Any] = {"name": name, "roleArn": ROLE_ARN, "authorizerType": authorizer, "protocolType": "MCP"}
+        if sessions:
+            session: dict[str, Any] = {}
+            if timeout is not None:
+                session["sessionTimeoutInSeconds"] = timeout
+            kw["protocolConfiguration"] = {"mcp": {"sessionConfiguration": session}}
+        if tags:
+            kw["tags"] = tags
+        return self.gw.create_gateway(**kw)["gatewayArn"]
+
+    def queue_alarm(self, name: str = "vllm-queue") -> None:
+        self.cw.put_metric_alarm(
+            AlarmName=name, Namespace="vLLM", MetricName="vllm:num_requests_waiting", Statistic="Maximum",
+            Period=60, EvaluationPeriods=3, Threshold=16, ComparisonOperator="GreaterThanThreshold")
+
+    def other_alarm(self, name: str = "cpu") -> None:
+        self.cw.put_metric_alarm(
+            AlarmName=name, Namespace="AWS/EC2", MetricName="CPUUtilization", Statistic="Average",
+            Period=60, EvaluationPeriods=3, Threshold=90, ComparisonOperator="GreaterThanThreshold")
+
+
+def _tags(tags: dict) -> list[dict]:
+    return [{"Key": k, "Value": v} for k, v in tags.items()]
+
+
+def _attrs(attrs: dict) -> list[dict]:
+    return [{"Key": k, "Value": str(v)} for k, v in attrs.items()]
+
+
+# scenarios ------------------------------------------------------------------------------------
+
+
+def seed_good(region: str = "us-east-1", endpoint_url: str | None = None) -> dict[str, str]:
+    """A correct sticky inference fleet: no rule fires."""
+    c = Clients(region, endpoint_url)
+    vpc, subnets = c.network()
+    out: dict[str, str] = {}
+    out["alb"] = c.lb("good-alb", subnets, attrs={
+        "idle_timeout.timeout_seconds": "600", "access_logs.s3.enabled": "true",
+        "access_logs.s3.bucket": "alb-logs"})
+    out["tg"] = c.tg("good-tg", vpc, attrs={
+        "stickiness.enabled": "true", "stickiness.type": "lb_cookie",
+        "stickiness.lb_cookie.duration_seconds": "86400", "load_balancing.cross_zone.enabled": "true",
+        "load_balancing.algorithm.type": "least_outstanding_requests",
+        "deregistration_delay.timeout_seconds": "300"})
+    out["listener"] = c.listener(out["alb"], [out["tg"]])
+    out["lt"] = c.launch_template("good-lt", "g5.xlarge", VLLM_GOOD)
+    out["asg"] = c.asg("good-asg", subnets, [out["tg"]], template=out["lt"], health="ELB", grace=900,
+                       terminating_hook=True)
+    c.queue_alarm()
+    out["gateway"] = c.gateway("good-gw", authorizer="AWS_IAM", timeout=3600)
+    return out
+
+
+def seed_bad(region: str = "us-east-1", endpoint_url: str | None = None) -> dict[str, str]:
+    """Every live-fireable rule fires at least once (see EXPECTED_BAD)."""
+    c = Clients(region, endpoint_url)
+    vpc, subnets = c.network()
+    out: dict[str, str] = {}
+    # inference ALB with defaults: idle timeout 60 (ALB009), no access logs (ALB010)
+    out["alb"] = c.lb("bad-alb", subnets)
+    # sticky inference TG: cross-zone off (ALB001), duration > 7 days (ALB002), round robin
+    # (FLEET004), deregistration 30 s (FLEET006)
+    out["tg_sticky"] = c.tg("bad-sticky", vpc, attrs={
+        "stickiness.enabled": "true", "stickiness.type": "lb_cookie",
+        "stickiness.lb_cookie.duration_seconds": "999999", "load_balancing.cross_zone.enabled": "false",
+        "deregistration_delay.timeout_seconds": "30"})
+    # app cookie with a reserved name (ALB003), in a weighted forward (ALB006)
+    out["tg_app"] = c.tg("bad-appcookie", vpc, attrs={
+        "stickiness.enabled": "true", "stickiness.type": "app_cookie",
+        "stickiness.app_cookie.cookie_name": "AWSALBSESSION"})
+    # stickiness with weighted_random (ALB004) — suppressed with a reason through the tag
+    out["tg_random"] = c.tg("bad-random", vpc, attrs={
+        "stickiness.enabled": "true", "load_balancing.algorithm.type": "weighted_random"},
+        tags={"llm-affinity:ignore": "ALB004+FLEET004", "llm-affinity:ignore-reason": "canary group"})
+    # anomaly mitigation without weighted_random (ALB004, not suppressed)
+    out["tg_anomaly"] = c.tg("bad-anomaly", vpc, attrs={"load_balancing.algorithm.anomaly_mitigation": "on"})
+    # non-sticky inference TG behind a prefix-aware router (FLEET001, FLEET002, GW003)
+    out["tg_plain"] = c.tg("bad-plain", vpc, tags={"llm-affinity:router": "prefix-aware"})
+    # weighted forward to sticky groups without group stickiness (ALB005)
+    out["listener"] = c.listener(out["alb"], [out["tg_sticky"], out["tg_app"]], group_stickiness={"Enabled": False})
+    # group stickiness enabled without DurationSeconds (ALB007), on a listener rule
+    out["rule"] = c.rule(out["listener"], [out["tg_random"], out["tg_plain"]], priority=10,
+                         group_stickiness={"Enabled": True})
+    out["listener_plain"] = c.listener(out["alb"], [out["tg_plain"]], port=8080)
+    # inference-tagged, not sticky, two registered targets and no Auto Scaling group (FLEET001
+    # through the target count)
+    out["tg_ip"] = c.tg("bad-targets", vpc, tags={"llm-affinity:role": "inference"})
+    c.elb.register_targets(TargetGroupArn=out["tg_ip"], Targets=[{"Id": "i-0123456789abcdef0"},
+                                                                 {"Id": "i-0123456789abcdef1"}])
+    out["listener_ip"] = c.listener(out["alb"], [out["tg_ip"]], port=8081)
+    # internet-facing NLB, source_ip stickiness, cross-zone off by default (NLB002, NLB003)
+    out["nlb"] = c.lb("bad-nlb", subnets, kind="network")
+    out["tg_nlb"] = c.tg("bad-nlb-tg", vpc, protocol="TCP",
+                         attrs={"stickiness.enabled": "true", "stickiness.type": "source_ip"},
+                         tags={"llm-affinity:role": "inference"})
+    out["listener_nlb"] = c.listener(out["nlb"], [out["tg_nlb"]], protocol="TCP", port=443)
+    # GPU fleet starting vLLM with prefix caching off (FLEET003), EC2 health checks with a
+    # 60 s grace period (FLEET008), no terminating hook (FLEET007), no alarms (FLEET005)
+    out["lt"] = c.launch_template("bad-lt", "g5.xlarge", VLLM_BAD)
+    out["asg"] = c.asg("bad-asg", subnets, [out["tg_sticky"], out["tg_app"], out["tg_random"], out["tg_plain"]],
+                       template=out["lt"], grace=60)  # (moto turns a grace period of 0 into 300)
+    # a CPU fleet from a launch configuration: not inference, no finding of its own
+    c.autoscaling.create_launch_configuration(LaunchConfigurationName="cpu-lc", ImageId="ami-12345678",
+                                              InstanceType="t3.micro", UserData="#!/bin/bash\necho hello\n")
+    out["asg_cpu"] = c.asg("cpu-asg", subnets, [], configuration="cpu-lc", max_size=2)
+    c.other_alarm()  # an alarm that does not count for FLEET005
+    # gateways: timeout below 900 (GW001), sessions with NONE (GW002), sessions while an
+    # inference TG is not sticky (GW003). GW004 has its own account (seed_gw004).
+    out["gw_short"] = c.gateway("bad-short", authorizer="AWS_IAM", timeout=600)
+    out["gw_none"] = c.gateway("bad-none", authorizer="NONE", timeout=3600)
+    # suppression without a reason (SUP001) — and it does suppress ALB009 on this LB
+    out["alb_suppressed"] = c.lb("supp-alb", subnets, tags={"llm-affinity:ignore": "ALB010"})
+    return out
+
+
+#: (rule id, key of the resource in seed_bad's answer) that must be found.
+EXPECTED_BAD = [
+    ("ALB001", "tg_sticky"), ("ALB002", "tg_sticky"), ("ALB003", "tg_app"), ("ALB004", "tg_anomaly"),
+    ("ALB005", "listener"), ("ALB006", "tg_app"), ("ALB007", "rule"), ("ALB009", "alb"), ("ALB010", "alb"),
+    ("NLB002", "tg_nlb"), ("NLB003", "tg_nlb"),
+    ("FLEET001", "tg_plain"), ("FLEET001", "tg_ip"), ("FLEET002", "tg_plain"), ("FLEET003", "lt"), ("FLEET004", "tg_sticky"),
+    ("FLEET005", "asg"), ("FLEET006", "tg_sticky"), ("FLEET007", "asg"), ("FLEET008", "asg"),
+    ("GW001", "gw_short"), ("GW002", "gw_none"), ("GW003", "gw_none"),
+    ("SUP001", "alb_suppressed"),
+]
+#: (rule id, key, reason) that must be reported as suppressed, not as findings.
+EXPECTED_SUPPRESSED = [("ALB004", "tg_random", "canary group")]
+
+
+def seed_gw004(region: str = "us-east-1", endpoint_url: str | None = None) -> dict[str, str]:
+    """GW004 alone: a sticky inference TG (1 h cookie) and a gateway whose sessions last 8 h."""
+    c = Clients(region, endpoint_url)
+    vpc, subnets = c.network()
+    out = {"tg": c.tg("gw4-tg", vpc, attrs={
+        "stickiness.enabled": "true", "stickiness.lb_cookie.duration_seconds": "3600",
+        "load_balancing.cross_zone.enabled": "true"}, tags={"llm-affinity:role": "inference"})}
+    out["gateway"] = c.gateway("gw4", authorizer="CUSTOM_JWT", timeout=28800)
+    return out
+
+
+def seed_scale(endpoint_url: str, region: str = "us-east-1", target_groups: int = 1000,
+               load_balancers: int = 200, asgs: int = 50, progress: Any = None) -> dict[str, int]:
+    """The benchmark account: ``target_groups`` TGs (sticky / not, tagged), ``load_balancers``
+    ALBs with one listener each, ``asgs`` GPU Auto Scaling groups on two launch templates."""
+    c = Clients(region, endpoint_url)
+    vpc, subnets = c.network()
+    tgs = []
+    for i in range(target_groups):
+        sticky = bool(i % 2)
+        tags = {"llm-affinity:role": "inference"} if sticky and i % 3 == 0 else None
+        tgs.append(c.tg(f"tg-{i:04d}", vpc, attrs={"stickiness.enabled": "true"} if sticky else None, tags=tags))
+        if progress:
+            progress()
+    for i in range(load_balancers):
+        lb = c.lb(f"lb-{i:04d}", subnets)
+        c.listener(lb, [tgs[i % len(tgs)]])
+        if progress:
+            progress()
+    lts = [c.launch_template(f"lt-{i}", "g5.xlarge", VLLM_GOOD if i else VLLM_BAD) for i in range(2)]
+    for i in range(asgs):
+        c.asg(f"asg-{i:03d}", subnets, [tgs[i % len(tgs)]], template=lts[i % 2], terminating_hook=bool(i % 2))
+        if progress:
+            progress()
+    c.queue_alarm()
+    return {"target_groups": target_groups, "load_balancers": load_balancers, "asgs": asgs}
