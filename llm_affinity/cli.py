@@ -134,12 +134,16 @@ def _cmd_audit(args: argparse.Namespace) -> int:
                      endpoint_url=args.endpoint_url, progress=progress, max_workers=args.max_workers)
     report = evaluate(result.models, select_rules(ignore))
     report.errors = list(result.errors)
+    # A service that AWS does not offer in a region (AgentCore in most of them) is listed in
+    # errors, but it is nothing we failed to read: it does not turn the exit code into 2.
+    services = result.coverage.get("services", {}) if isinstance(result.coverage, dict) else {}
+    failed = [e for e in result.errors if services.get(e.input) != "unavailable"]
     report.inputs = sorted({*(m.scope for m in result.models)})
     report.extra_coverage = dict(result.coverage)
-    return _finish(args, report, reached_any=result.reached_any)
+    return _finish(args, report, reached_any=result.reached_any, failed_inputs=len(failed))
 
 
-def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool) -> int:
+def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool, failed_inputs: int | None = None) -> int:
     from .checks.report import RENDERERS, render_text
     from .checks.rules import SEVERITY_RANK
 
@@ -161,7 +165,7 @@ def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool) -> int:
         sys.stdout.write(text)
     if not reached_any:
         return EXIT_UNREACHABLE
-    if report.errors:
+    if (len(report.errors) if failed_inputs is None else failed_inputs):
         return EXIT_INPUT
     threshold = FAIL_ON[args.fail_on]
     if any(SEVERITY_RANK[f.severity] >= threshold for f in report.findings):

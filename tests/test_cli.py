@@ -207,3 +207,37 @@ def test_lint_path_never_imports_cdk_or_boto3():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ""
+
+
+def _fake_audit(monkeypatch, errors, services, reached_any=True):
+    from llm_affinity.checks.model import Model, ModelError
+    from llm_affinity.checks.sources import aws
+
+    def collect(**kwargs):
+        return aws.AuditResult(models=[Model(scope="aws:123456789012").finish()],
+                               errors=[ModelError(i, m) for i, m in errors],
+                               coverage={"regions": ["us-east-1"], "services": services},
+                               reached_any=reached_any)
+
+    monkeypatch.setattr(aws, "collect", collect)
+
+
+def test_audit_service_not_offered_in_region_is_listed_but_not_a_failure(monkeypatch, capsys):
+    from llm_affinity.cli import main
+
+    _fake_audit(monkeypatch, [("ap-east-2/bedrock-agentcore-control", "not offered in this region")],
+                {"ap-east-2/bedrock-agentcore-control": "unavailable", "ap-east-2/elbv2": "ok"})
+    assert main(["audit", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["errors"][0]["input"] == "ap-east-2/bedrock-agentcore-control"
+
+
+def test_audit_denied_service_exits_2_and_nothing_reached_exits_3(monkeypatch, capsys):
+    from llm_affinity.cli import main
+
+    _fake_audit(monkeypatch, [("us-east-1/cloudwatch", "AccessDenied")], {"us-east-1/cloudwatch": "denied"})
+    assert main(["audit", "--format", "json"]) == 2
+    _fake_audit(monkeypatch, [("us-east-1/elbv2", "connection refused")], {"us-east-1/elbv2": "unreachable"},
+                reached_any=False)
+    assert main(["audit", "--format", "json"]) == 3
+    capsys.readouterr()

@@ -88,3 +88,34 @@ def test_suppressed_finding_keeps_reason():
     assert [f.rule.id for f in report.suppressed] == ["ALB003"]
     assert "parameter override" in report.suppressed[0].reason
     assert not [f for f in report.findings if f.rule.id == "ALB003"]
+
+
+def _live_fleet_model(alarm_region: str):
+    from llm_affinity.checks.model import Alarm, Fleet, LaunchSpec, Location, Model
+
+    model = Model(scope="aws:123456789012")
+    model.fleets.append(Fleet("arn:asg", Location("arn:asg", "AWS::AutoScaling::AutoScalingGroup", region="us-east-1"),
+                              max_size=4, health_check_type="ELB", health_check_grace_period=600,
+                              lifecycle_transitions=["autoscaling:EC2_INSTANCE_TERMINATING"],
+                              launch=LaunchSpec(instance_types=["g5.xlarge"])))
+    model.alarms.append(Alarm("arn:alarm", Location("arn:alarm", "AWS::CloudWatch::Alarm", region=alarm_region),
+                              watches=["vllm_num_requests_waiting"]))
+    return model.finish()
+
+
+def test_fleet005_alarm_must_be_in_the_fleets_region():
+    from llm_affinity.checks.engine import evaluate
+
+    elsewhere = evaluate([_live_fleet_model("us-west-2")], [REGISTRY["FLEET005"]])
+    assert [f.resource.id for f in elsewhere.findings] == ["arn:asg"]
+    same = evaluate([_live_fleet_model("us-east-1")], [REGISTRY["FLEET005"]])
+    assert same.findings == []
+
+
+def test_fleet005_silent_when_alarms_could_not_be_read():
+    from llm_affinity.checks.engine import evaluate
+
+    model = _live_fleet_model("us-west-2")
+    model.alarms, model.alarms_known = [], False
+    report = evaluate([model], [REGISTRY["FLEET005"]])
+    assert report.findings == [] and [u.value for u in report.unknown] == ["CloudWatch alarms"]

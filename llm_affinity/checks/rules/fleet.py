@@ -158,9 +158,10 @@ def _inference_fleets(model: Model) -> list[Resource]:
 )
 def fleet005(model: Model) -> Iterator[Result]:
     watched = [a for a in model.alarms if any(LOAD_ALARM_PATTERN.search(w) for w in a.watches)]
-    if watched:
-        return
     for resource in _inference_fleets(model):
+        region = resource.location.region  # live accounts: an alarm watches its own region only
+        if any(a.location.region in (None, region) for a in watched):
+            continue
         if not model.alarms_known:
             yield Unknown(resource, "CloudWatch alarms")
         else:
