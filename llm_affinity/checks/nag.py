@@ -1,0 +1,98 @@
+"""The synth-time gate: a CDK policy-validation plugin that runs our rules during `cdk synth`.
+
+Why a policy-validation plugin and not a cdk-nag NagPack: the plugin reads the templates CDK
+has just written (`context.template_paths`) and runs `lint_paths` on them, the exact code path
+of `llm-affinity lint`, so synth and CI can never disagree; a NagPack written in Python would
+be called through jsii once per resource per rule (slow) and would judge L1 objects instead of
+the template. Register it next to cdk-nag 3's packs:
+
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app), LlmAffinityChecks())
+
+Violations are named `LlmAffinity::<rule id>`; acknowledge one with
+`llm_affinity.constructs.suppress(construct, "ALB003", reason)`, which also writes the template
+metadata `lint` honours (so the finding is suppressed in both places, with its reason).
+Severities map 1:1 (error/warning/info). Errors fail synth; by default warnings fail it too
+(the CLI's `--fail-on warning` default): pass `fail_on="error"` to let them through.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jsii
+from aws_cdk import (IPolicyValidationContext, IPolicyValidationPlugin, PolicyValidationPluginReport,
+                     PolicyViolatingResource, PolicyViolation)
+
+from .lint import lint_paths
+from .rules import SEVERITY_RANK
+
+PLUGIN_NAME = "LlmAffinity"
+PLUGIN_VERSION = "0.1.0"
+
+
+@jsii.implements(IPolicyValidationPlugin)
+class LlmAffinityChecks:
+    """Runs the llm-affinity rules on the synthesized templates."""
+
+    def __init__(self, fail_on: str = "warning", ignore: tuple[str, ...] = ()) -> None:
+        if fail_on not in ("error", "warning", "info", "never"):
+            raise ValueError(f"LlmAffinityChecks: fail_on={fail_on!r}; allowed: error, warning, info, never")
+        self._fail_on = fail_on
+        self._ignore = tuple(ignore)
+
+    @property
+    def name(self) -> str:
+        return PLUGIN_NAME
+
+    @property
+    def version(self) -> str:
+        return PLUGIN_VERSION
+
+    @property
+    def rule_ids(self) -> list[str]:
+        from .rules import all_rules
+        return [r.id for r in all_rules()]
+
+    def validate(self, context: IPolicyValidationContext) -> PolicyValidationPluginReport:
+        paths = [os.path.abspath(p) for p in context.template_paths]
+        report = lint_paths(paths, ignore=self._ignore)
+        threshold = None if self._fail_on == "never" else SEVERITY_RANK[self._fail_on]
+
+        grouped: dict[str, list] = {}
+        for f in report.findings:
+            grouped.setdefault(f.rule.id, []).append(f)
+        violations: list[PolicyViolation] = []
+        failed = False
+        for rule_id, findings in sorted(grouped.items()):
+            rule = findings[0].rule
+            if threshold is not None and SEVERITY_RANK[rule.severity] >= threshold:
+                failed = True
+            resources = []
+            for f in findings:
+                loc = f.resource.location
+                resources.append(PolicyViolatingResource(
+                    resource_logical_id=str(loc.resource_id),
+                    template_path=os.path.abspath(loc.file) if loc.file else paths[0],
+                    locations=[f"Properties ({f.message})"],
+                ))
+            violations.append(PolicyViolation(
+                rule_name=f"{PLUGIN_NAME}::{rule_id}",
+                description=f"{rule.title}: " + "; ".join(sorted({f.message for f in findings})),
+                fix=f"{rule.remediation} ({rule.docs})" if getattr(rule, "docs", None) else rule.remediation,
+                # CDK fails synth on "error"/"fatal"; a warning we want to fail on is raised to error.
+                severity="error" if (threshold is not None and SEVERITY_RANK[rule.severity] >= threshold)
+                else ("warning" if rule.severity != "info" else "info"),
+                violating_resources=resources,
+                rule_metadata={"llm-affinity:severity": rule.severity},
+            ))
+        for err in report.errors:
+            failed = True
+            violations.append(PolicyViolation(
+                rule_name=f"{PLUGIN_NAME}::InputError",
+                description=f"could not read {getattr(err, 'input', '?')}: {getattr(err, 'message', err)}",
+                severity="error",
+                violating_resources=[PolicyViolatingResource(locations=["template"],
+                                                             template_path=paths[0] if paths else "")],
+            ))
+        return PolicyValidationPluginReport(success=not failed, violations=violations,
+                                            plugin_version=PLUGIN_VERSION)

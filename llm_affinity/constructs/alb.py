@@ -1,0 +1,200 @@
+"""`StickyAlbFront`: an Application Load Balancer that keeps each session on one instance.
+
+Why each setting: stickiness is the whole point (AlbStickiness), and it silently does nothing
+when target-group cross-zone is off (FM2), so cross-zone is forced on. New sessions go to the
+least busy replica (least outstanding requests) so stickiness does not pile sessions onto one
+hot instance (FM6). Long generations need an idle timeout well above the 60 s default (ALB009)
+and a deregistration delay that lets them finish on scale-in (FLEET006). Access logs are the
+evidence for the stickiness SLI (ALB010).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Annotations, Duration, Tags
+from aws_cdk import aws_certificatemanager as acm
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from ._logbucket import new_access_log_bucket
+from ._validate import AffinityPropError, is_unresolved, require, require_range
+from .fleet import INFERENCE_TAG, VllmFleet
+from .suppress import acknowledge_nag
+
+STICKY_MIN_S, STICKY_MAX_S = 1, 604800
+
+
+@dataclass(frozen=True)
+class AlbStickiness:
+    """How the ALB pins a session. Build with `AlbStickiness.duration(...)` or `.app_cookie(...)`."""
+
+    kind: str  # "lb_cookie" | "app_cookie"
+    ttl: Duration
+    cookie_name: str | None = None
+    session_header: str = "X-Session-Id"
+
+    @staticmethod
+    def duration(ttl: Duration = Duration.days(1)) -> "AlbStickiness":
+        """Duration-based: the ALB sets `AWSALB`; the client must send it back (llm_affinity.client)."""
+        _check_ttl(ttl)
+        return AlbStickiness("lb_cookie", ttl)
+
+    @staticmethod
+    def app_cookie(cookie_name: str = "llm_session", ttl: Duration = Duration.days(1),
+                   session_header: str = "X-Session-Id") -> "AlbStickiness":
+        """Application-based: the target sets `cookie_name`; the fleet then runs nginx that sets it
+        from `session_header`, so one agent session maps to one instance even across clients."""
+        _check_ttl(ttl)
+        if not isinstance(cookie_name, str) or not cookie_name:
+            raise AffinityPropError("AlbStickiness: cookie_name='' is not allowed; allowed: a non-empty cookie name")
+        if not is_unresolved(cookie_name) and cookie_name.upper().startswith("AWSALB"):
+            raise AffinityPropError(
+                f"AlbStickiness: cookie_name={cookie_name!r} is reserved; allowed: any name not "
+                "starting with AWSALB (AWSALB, AWSALBAPP, AWSALBTG are the load balancer's)")
+        return AlbStickiness("app_cookie", ttl, cookie_name, session_header)
+
+
+def _check_ttl(ttl: Duration) -> None:
+    require_range("AlbStickiness", "ttl", ttl, STICKY_MIN_S, STICKY_MAX_S)
+
+
+class StickyAlbFront(Construct):
+    """ALB + listener + sticky target group(s) in front of a `VllmFleet`.
+
+    Props:
+      fleet: the VllmFleet (blue) to serve.
+      stickiness: AlbStickiness.duration(...) (default, 1 day) or .app_cookie(name, ttl).
+      certificate: ACM certificate -> HTTPS:443; without it HTTP:80 and a synth warning.
+      internet_facing: default False (internal).
+      allowed_cidrs: who may connect (default: the VPC CIDR).
+      idle_timeout: 120–4000 s (default 600 s: long non-streaming generations).
+      deregistration_delay: 60–3600 s (default 300 s: in-flight generations finish on scale-in).
+      cross_zone_enabled: must stay True with stickiness (refused otherwise).
+      algorithm: LEAST_OUTSTANDING_REQUESTS (default) or ROUND_ROBIN; WEIGHTED_RANDOM is refused.
+      green_fleet / green_weight: optional second fleet for weighted blue/green (0–999 each),
+        with target-group stickiness `group_stickiness` (1–604800 s, default 1 h); lb_cookie only.
+      access_log_bucket / access_log_prefix: default a new encrypted bucket, prefix "alb".
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        fleet: VllmFleet,
+        stickiness: AlbStickiness | None = None,
+        certificate: acm.ICertificate | None = None,
+        internet_facing: bool = False,
+        allowed_cidrs: list[str] | None = None,
+        idle_timeout: Duration = Duration.seconds(600),
+        deregistration_delay: Duration = Duration.seconds(300),
+        cross_zone_enabled: bool = True,
+        algorithm: elbv2.TargetGroupLoadBalancingAlgorithmType = elbv2.TargetGroupLoadBalancingAlgorithmType.LEAST_OUTSTANDING_REQUESTS,
+        green_fleet: VllmFleet | None = None,
+        blue_weight: int = 100,
+        green_weight: int = 0,
+        group_stickiness: Duration = Duration.hours(1),
+        access_log_bucket: s3.IBucket | None = None,
+        access_log_prefix: str = "alb",
+    ) -> None:
+        super().__init__(scope, id)
+        c = "StickyAlbFront"
+        stickiness = stickiness or AlbStickiness.duration()
+        require(cross_zone_enabled is True, c, "cross_zone_enabled", cross_zone_enabled,
+                "allowed: True (target stickiness is not supported when cross-zone is off)")
+        require(algorithm != elbv2.TargetGroupLoadBalancingAlgorithmType.WEIGHTED_RANDOM, c, "algorithm",
+                "weighted_random", "allowed: least_outstanding_requests or round_robin (AWS rejects "
+                "weighted_random with stickiness)")
+        require_range(c, "idle_timeout", idle_timeout, 120, 4000)
+        require_range(c, "deregistration_delay", deregistration_delay, 60, 3600)
+        if "AWSLogs" in access_log_prefix:
+            raise AffinityPropError(f"{c}: access_log_prefix={access_log_prefix!r} is not allowed; "
+                                    "allowed: a prefix without 'AWSLogs'")
+        if green_fleet is not None:
+            require(stickiness.kind == "lb_cookie", c, "stickiness", stickiness.kind,
+                    "allowed with green_fleet: AlbStickiness.duration(...) only (application-based "
+                    "stickiness does not work with weighted target groups)")
+            require_range(c, "group_stickiness", group_stickiness, STICKY_MIN_S, STICKY_MAX_S)
+            for prop, w in (("blue_weight", blue_weight), ("green_weight", green_weight)):
+                require(isinstance(w, int) and 0 <= w <= 999, c, prop, w, "allowed: 0-999")
+        if stickiness.kind == "app_cookie":
+            fleet.enable_cookie_proxy(stickiness.cookie_name or "", stickiness.session_header)
+
+        vpc = fleet.vpc
+        self.fleet = fleet
+        self.stickiness = stickiness
+        cidrs = allowed_cidrs if allowed_cidrs is not None else [vpc.vpc_cidr_block]
+        port = 443 if certificate else 80
+
+        self.security_group = ec2.SecurityGroup(self, "AlbSg", vpc=vpc, allow_all_outbound=False,
+                                                description="inference ALB: listener port from allowed CIDRs")
+        for i, cidr in enumerate(cidrs):
+            self.security_group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port),
+                                                 f"inference clients {i}")
+        if any(is_unresolved(cidr) for cidr in cidrs):
+            acknowledge_nag(self.security_group, "AwsSolutions-EC23",
+                            "ingress is limited to the given CIDRs (default: the VPC CIDR); the rule cannot "
+                            "evaluate a CIDR that is a CloudFormation reference and throws instead")
+        self.load_balancer = elbv2.ApplicationLoadBalancer(
+            self, "Alb", vpc=vpc, internet_facing=internet_facing,
+            security_group=self.security_group,
+            idle_timeout=idle_timeout,
+            drop_invalid_header_fields=True,
+            desync_mitigation_mode=elbv2.DesyncMitigationMode.DEFENSIVE,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC if internet_facing
+                                            else ec2.SubnetType.PRIVATE_WITH_EGRESS),
+        )
+        self.access_log_bucket = access_log_bucket or new_access_log_bucket(self, "AccessLogs")
+        self.load_balancer.log_access_logs(self.access_log_bucket, access_log_prefix)
+
+        self.target_groups = [self._target_group("Blue", fleet, stickiness, deregistration_delay, algorithm)]
+        if green_fleet is not None:
+            if green_fleet.cookie_proxy is not None:
+                raise AffinityPropError(f"{c}: green_fleet has a cookie proxy; allowed: a fleet without app-cookie mode")
+            self.target_groups.append(self._target_group("Green", green_fleet, stickiness,
+                                                         deregistration_delay, algorithm))
+
+        if certificate:
+            self.listener = self.load_balancer.add_listener(
+                "Https", port=443, protocol=elbv2.ApplicationProtocol.HTTPS, certificates=[certificate],
+                ssl_policy=elbv2.SslPolicy.RECOMMENDED_TLS, open=False)
+        else:
+            self.listener = self.load_balancer.add_listener(
+                "Http", port=80, protocol=elbv2.ApplicationProtocol.HTTP, open=False)
+            Annotations.of(self).add_warning_v2(
+                "llm-affinity:PlainHttpListener",
+                "StickyAlbFront: no certificate given, the listener is plain HTTP on port 80; "
+                "pass certificate=... for HTTPS (session cookies and prompts travel unencrypted)")
+        if green_fleet is None:
+            self.listener.add_target_groups("Forward", target_groups=self.target_groups)
+        else:
+            self.listener.add_action("WeightedForward", action=elbv2.ListenerAction.weighted_forward(
+                [elbv2.WeightedTargetGroup(target_group=self.target_groups[0], weight=blue_weight),
+                 elbv2.WeightedTargetGroup(target_group=self.target_groups[1], weight=green_weight)],
+                stickiness_duration=group_stickiness))
+        for f in filter(None, (fleet, green_fleet)):
+            f.asg.connections.allow_from(self.load_balancer, ec2.Port.tcp(f.serving_port),
+                                         "traffic and health checks from the inference ALB")
+        self.target_group = self.target_groups[0]
+
+    def _target_group(self, id: str, fleet: VllmFleet, stickiness: AlbStickiness,
+                      deregistration_delay: Duration,
+                      algorithm: elbv2.TargetGroupLoadBalancingAlgorithmType) -> elbv2.ApplicationTargetGroup:
+        tg = elbv2.ApplicationTargetGroup(
+            self, id, vpc=fleet.vpc, port=fleet.serving_port, protocol=elbv2.ApplicationProtocol.HTTP,
+            targets=[fleet.asg],
+            health_check=elbv2.HealthCheck(path="/health", healthy_http_codes="200",
+                                           interval=Duration.seconds(15), timeout=Duration.seconds(5),
+                                           healthy_threshold_count=2, unhealthy_threshold_count=3),
+            deregistration_delay=deregistration_delay,
+            load_balancing_algorithm_type=algorithm,
+            cross_zone_enabled=True,
+            stickiness_cookie_duration=stickiness.ttl,
+            stickiness_cookie_name=stickiness.cookie_name if stickiness.kind == "app_cookie" else None,
+        )
+        Tags.of(tg).add(*INFERENCE_TAG)
+        return tg
+

@@ -1,0 +1,133 @@
+"""`StickyNlbFront`: a Network Load Balancer with source-IP stickiness.
+
+Why it is internal by default: source-IP affinity pins every client behind one NAT to one
+instance (a hot replica) and loses the session when a mobile/proxied client's IP changes
+(FM3, NLB002). Inside a VPC the "client" is an agent host, which is predictable, but note that
+every session of one agent host then lands on the same instance. Cross-zone is turned on at
+both the load balancer and the target group, because with it off a client whose DNS answer
+moves to another zone's node can only reach that zone's targets (NLB003). TLS listeners with
+TLS target groups do not support stickiness at all (NLB001), so that combination is refused.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Annotations, Duration, Tags
+from aws_cdk import aws_certificatemanager as acm
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from ._logbucket import new_access_log_bucket
+from ._validate import AffinityPropError, is_unresolved, require, require_range
+from .fleet import INFERENCE_TAG, VllmFleet
+from .suppress import acknowledge_nag
+
+
+class StickyNlbFront(Construct):
+    """NLB + TCP listener + target group with `source_ip` stickiness in front of a `VllmFleet`.
+
+    Props:
+      fleet: the VllmFleet to serve (must not be in app-cookie mode).
+      port: listener port, default 80.
+      protocol: "TCP" (default) or "TLS"; TLS needs `certificate` and is refused with stickiness.
+      stickiness: default True (source_ip).
+      internet_facing: default False; True adds a synth warning (NAT concentration, FM3).
+      allowed_cidrs: who may connect (default: the VPC CIDR).
+      cross_zone_enabled: must stay True with stickiness (refused otherwise).
+      deregistration_delay: 60–3600 s (default 300 s).
+      idle_timeout: TCP idle timeout of the listener, 60–6000 s (default 600 s).
+      access_log_bucket: default a new encrypted bucket (NLBs log TLS listeners only).
+    """
+
+    def __init__(
+        self,
+        scope: "Construct",
+        id: str,
+        *,
+        fleet: VllmFleet,
+        port: int = 80,
+        protocol: str = "TCP",
+        certificate: acm.ICertificate | None = None,
+        stickiness: bool = True,
+        internet_facing: bool = False,
+        allowed_cidrs: list[str] | None = None,
+        cross_zone_enabled: bool = True,
+        deregistration_delay: Duration = Duration.seconds(300),
+        idle_timeout: Duration = Duration.seconds(600),
+        access_log_bucket: s3.IBucket | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        c = "StickyNlbFront"
+        require(protocol in ("TCP", "TLS"), c, "protocol", protocol, "allowed: 'TCP' or 'TLS'")
+        if protocol == "TLS" and stickiness:
+            raise AffinityPropError(
+                f"{c}: protocol='TLS' with stickiness=True is not allowed; allowed: protocol='TCP' "
+                "for stickiness (sticky sessions are not supported for TLS listeners with TLS target "
+                "groups), or terminate TLS on an ALB (StickyAlbFront)")
+        require(protocol != "TLS" or certificate is not None, c, "certificate", None,
+                "allowed: an ACM certificate when protocol='TLS'")
+        require(cross_zone_enabled is True or not stickiness, c, "cross_zone_enabled", cross_zone_enabled,
+                "allowed: True with stickiness (a client moved to another zone's node loses its target)")
+        require(isinstance(port, int) and 1 <= port <= 65535, c, "port", port, "allowed: 1-65535")
+        require_range(c, "deregistration_delay", deregistration_delay, 60, 3600)
+        require_range(c, "idle_timeout", idle_timeout, 60, 6000)
+        if fleet.cookie_proxy is not None:
+            raise AffinityPropError(f"{c}: fleet={fleet.node.path!r} runs the app-cookie proxy; allowed: "
+                                    "a fleet without app-cookie mode (an NLB never reads cookies)")
+        if internet_facing and stickiness:
+            Annotations.of(self).add_warning_v2(
+                "llm-affinity:InternetFacingSourceIp",
+                "StickyNlbFront: internet-facing with source_ip stickiness: clients behind one NAT share "
+                "an IP (one hot instance) and clients whose IP changes lose affinity (NLB002); prefer "
+                "StickyAlbFront with cookies for internet clients")
+
+        vpc = fleet.vpc
+        self.fleet = fleet
+        cidrs = allowed_cidrs if allowed_cidrs is not None else [vpc.vpc_cidr_block]
+        self.security_group = ec2.SecurityGroup(self, "NlbSg", vpc=vpc, allow_all_outbound=False,
+                                                description="inference NLB: listener port from allowed CIDRs")
+        for i, cidr in enumerate(cidrs):
+            self.security_group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port), f"inference clients {i}")
+        if any(is_unresolved(cidr) for cidr in cidrs):
+            acknowledge_nag(self.security_group, "AwsSolutions-EC23",
+                            "ingress is limited to the given CIDRs (default: the VPC CIDR); the rule cannot "
+                            "evaluate a CIDR that is a CloudFormation reference and throws instead")
+        self.load_balancer = elbv2.NetworkLoadBalancer(
+            self, "Nlb", vpc=vpc, internet_facing=internet_facing, cross_zone_enabled=cross_zone_enabled,
+            security_groups=[self.security_group],
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC if internet_facing
+                                            else ec2.SubnetType.PRIVATE_WITH_EGRESS),
+        )
+        self.access_log_bucket = access_log_bucket or new_access_log_bucket(self, "AccessLogs")
+        self.load_balancer.log_access_logs(self.access_log_bucket, "nlb")
+
+        # TLS (when chosen) terminates at the NLB: vLLM speaks plain HTTP on its port.
+        tg_protocol = elbv2.Protocol.TCP
+        self.target_group = elbv2.NetworkTargetGroup(
+            self, "Targets", vpc=vpc, port=fleet.serving_port, protocol=tg_protocol,
+            targets=[fleet.asg],
+            preserve_client_ip=True,
+            deregistration_delay=deregistration_delay,
+            health_check=elbv2.HealthCheck(protocol=elbv2.Protocol.HTTP, path="/health",
+                                           healthy_http_codes="200", interval=Duration.seconds(15),
+                                           timeout=Duration.seconds(5), healthy_threshold_count=2,
+                                           unhealthy_threshold_count=3),
+        )
+        self.target_group.set_attribute("load_balancing.cross_zone.enabled",
+                                        "true" if cross_zone_enabled else "false")
+        if stickiness:
+            self.target_group.set_attribute("stickiness.enabled", "true")
+            self.target_group.set_attribute("stickiness.type", "source_ip")
+        Tags.of(self.target_group).add(*INFERENCE_TAG)
+        self.target_groups = [self.target_group]
+
+        self.listener = self.load_balancer.add_listener(
+            "Listener", port=port,
+            protocol=elbv2.Protocol.TLS if protocol == "TLS" else elbv2.Protocol.TCP,
+            certificates=[elbv2.ListenerCertificate.from_certificate_manager(certificate)] if certificate else None,
+            default_target_groups=[self.target_group],
+            tcp_idle_timeout=idle_timeout,
+        )
+        fleet.asg.connections.allow_from(self.security_group, ec2.Port.tcp(fleet.serving_port),
+                                         "traffic and health checks from the inference NLB")

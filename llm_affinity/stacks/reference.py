@@ -1,0 +1,108 @@
+"""Reference stacks: one per row of the decision table, plus the gateway layer on its own.
+
+| stack                      | front                                  | when                                   |
+|----------------------------|----------------------------------------|----------------------------------------|
+| LlmAffinityAlbDuration     | ALB, lb_cookie (AWSALB)                | clients that keep a cookie jar         |
+| LlmAffinityAlbAppCookie    | ALB, app cookie set by nginx from a    | one agent session = one instance, even |
+|                            | session header                         | when one process runs many sessions    |
+| LlmAffinityNlbSourceIp     | internal NLB, source_ip                | TCP clients inside the VPC             |
+| LlmAffinityMcpGateway      | AgentCore Gateway, MCP sessions        | tool sessions (never inference)        |
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Environment, Stack
+from aws_cdk import aws_certificatemanager as acm
+from constructs import Construct
+
+from ..constructs import (AffinityDashboard, AlbStickiness, GatewayAuthorizer, McpGatewayLayer,
+                          StickyAlbFront, StickyNlbFront, VllmFleet)
+from .network import inference_vpc
+from .settings import Settings
+
+
+def _env(settings: Settings) -> Environment:
+    return Environment(account=settings.account, region=settings.region)
+
+
+def _fleet(stack: Stack, settings: Settings) -> VllmFleet:
+    vpc = inference_vpc(stack)
+    return VllmFleet(stack, "Fleet", vpc=vpc, model_id=settings.model_id,
+                     instance_type=settings.instance_type, vllm_image=settings.vllm_image,
+                     min_capacity=settings.min_capacity, max_capacity=settings.max_capacity)
+
+
+def _certificate(stack: Stack, settings: Settings) -> acm.ICertificate | None:
+    if not settings.certificate_arn:
+        return None
+    return acm.Certificate.from_certificate_arn(stack, "Certificate", settings.certificate_arn)
+
+
+class AlbDurationStack(Stack):
+    """vLLM fleet behind an ALB with duration-based (AWSALB) stickiness."""
+
+    def __init__(self, scope: Construct, id: str, *, settings: Settings) -> None:
+        super().__init__(scope, id, env=_env(settings),
+                         description="llm-affinity reference: vLLM fleet behind an ALB with lb_cookie stickiness")
+        self.fleet = _fleet(self, settings)
+        self.front = StickyAlbFront(self, "Front", fleet=self.fleet,
+                                    stickiness=AlbStickiness.duration(Duration.hours(8)),
+                                    certificate=_certificate(self, settings))
+        self.dashboard = AffinityDashboard(self, "Affinity", fleet=self.fleet, front=self.front)
+
+
+class AlbAppCookieStack(Stack):
+    """vLLM fleet behind an ALB with application-cookie stickiness set by nginx from X-Session-Id."""
+
+    def __init__(self, scope: Construct, id: str, *, settings: Settings) -> None:
+        super().__init__(scope, id, env=_env(settings),
+                         description="llm-affinity reference: vLLM fleet behind an ALB with app_cookie stickiness")
+        self.fleet = _fleet(self, settings)
+        self.front = StickyAlbFront(self, "Front", fleet=self.fleet,
+                                    stickiness=AlbStickiness.app_cookie("llm_session", Duration.hours(8)),
+                                    certificate=_certificate(self, settings))
+        self.dashboard = AffinityDashboard(self, "Affinity", fleet=self.fleet, front=self.front)
+
+
+class NlbSourceIpStack(Stack):
+    """vLLM fleet behind an internal NLB with source_ip stickiness."""
+
+    def __init__(self, scope: Construct, id: str, *, settings: Settings) -> None:
+        super().__init__(scope, id, env=_env(settings),
+                         description="llm-affinity reference: vLLM fleet behind an internal NLB with source_ip stickiness")
+        self.fleet = _fleet(self, settings)
+        self.front = StickyNlbFront(self, "Front", fleet=self.fleet)
+        self.dashboard = AffinityDashboard(self, "Affinity", fleet=self.fleet, front=self.front)
+
+
+class McpGatewayStack(Stack):
+    """AgentCore Gateway with MCP sessions; no load balancer, no fleet (a different layer)."""
+
+    def __init__(self, scope: Construct, id: str, *, settings: Settings) -> None:
+        super().__init__(scope, id, env=_env(settings),
+                         description="llm-affinity reference: AgentCore Gateway (MCP) with MCP sessions")
+        if settings.gateway_authorizer == "CUSTOM_JWT":
+            auth = GatewayAuthorizer.custom_jwt(settings.gateway_discovery_url,
+                                                allowed_audience=[a for a in settings.gateway_audience.split(",") if a])
+        else:
+            auth = GatewayAuthorizer.aws_iam()
+        self.gateway = McpGatewayLayer(self, "Gateway", authorizer=auth, session_timeout=Duration.hours(1))
+
+
+#: stack id -> class, in the order of the decision table
+REFERENCE_STACKS = {
+    "LlmAffinityAlbDuration": AlbDurationStack,
+    "LlmAffinityAlbAppCookie": AlbAppCookieStack,
+    "LlmAffinityNlbSourceIp": NlbSourceIpStack,
+    "LlmAffinityMcpGateway": McpGatewayStack,
+}
+
+
+def build_reference_app(app: Construct, only: list[str] | None = None) -> dict[str, Stack]:
+    """Add the reference stacks (all, or the ids in `only`) to `app`."""
+    settings = Settings.from_context(app)
+    unknown = [s for s in (only or []) if s not in REFERENCE_STACKS]
+    if unknown:
+        raise ValueError(f"unknown reference stack(s) {unknown}; allowed: {sorted(REFERENCE_STACKS)}")
+    return {sid: cls(app, sid, settings=settings) for sid, cls in REFERENCE_STACKS.items()
+            if not only or sid in only}

@@ -1,0 +1,135 @@
+"""The on-instance TTFT / hit-rate exporter and the boot-script renderer (no synth needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from llm_affinity.constructs import userdata
+
+ASSET = Path(userdata.__file__).parent / "assets" / "ttft_exporter.py"
+
+
+@pytest.fixture(scope="module")
+def exporter():
+    spec = importlib.util.spec_from_file_location("ttft_exporter", ASSET)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+SAMPLE = """# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="m"} 50.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.5",model_name="m"} 90.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="1.0",model_name="m"} 100.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 100.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 100.0
+vllm:prefix_cache_hits_total{engine="0",model_name="m"} 600.0
+vllm:prefix_cache_queries_total{engine="0",model_name="m"} 1000.0
+"""
+
+
+def test_quantiles_interpolate_like_prometheus(exporter):
+    b = exporter.parse_buckets(SAMPLE)
+    assert b == {0.1: 50.0, 0.5: 90.0, 1.0: 100.0, math.inf: 100.0}
+    assert exporter.quantile(0.5, b) == pytest.approx(0.1)
+    assert exporter.quantile(0.95, b) == pytest.approx(0.75)
+    assert exporter.quantile(0.25, b) == pytest.approx(0.05)
+    assert exporter.quantile(0.5, {}) is None
+    assert exporter.quantile(0.5, {1.0: 0.0, math.inf: 0.0}) is None
+    assert exporter.quantile(0.99, {1.0: 1.0, math.inf: 10.0}) == 1.0  # beyond the last bucket
+
+
+def test_deltas_and_counter_reset(exporter):
+    before = {0.1: 10.0, math.inf: 20.0}
+    now = {0.1: 15.0, math.inf: 30.0}
+    assert exporter.delta(now, before) == {0.1: 5.0, math.inf: 10.0}
+    assert exporter.delta({0.1: 1.0, math.inf: 1.0}, before) == {0.1: 1.0, math.inf: 1.0}
+    assert exporter.parse_cache_counters(SAMPLE) == (600.0, 1000.0)
+    assert exporter.hit_rate((650.0, 1100.0), (600.0, 1000.0)) == pytest.approx(0.5)
+    assert exporter.hit_rate((600.0, 1000.0), (600.0, 1000.0)) is None
+
+
+def test_main_loop_sends_emf_over_udp(exporter, monkeypatch):
+    """Run the exporter against a local /metrics stub and a UDP socket standing in for the agent."""
+    state = {"n": 0}
+
+    class Metrics(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):  # noqa: N802
+            state["n"] += 1
+            scale = state["n"]  # counters grow linearly: every interval looks like SAMPLE
+            lines = []
+            for line in SAMPLE.splitlines():
+                if line.startswith("#"):
+                    lines.append(line)
+                    continue
+                name, value = line.rsplit(" ", 1)
+                lines.append(f"{name} {float(value) * scale}")
+            body = "\n".join(lines).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    agent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    agent.bind(("127.0.0.1", 0))
+    agent.settimeout(10)
+    calls = {"n": 0}
+
+    def fake_sleep(_):
+        calls["n"] += 1
+        if calls["n"] >= 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(exporter.time, "sleep", fake_sleep)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            exporter.main(["--namespace", "LlmAffinity/vLLM", "--fleet", "f1", "--instance-id", "i-1",
+                           "--log-group", "/lg", "--url", f"http://127.0.0.1:{server.server_address[1]}/metrics",
+                           "--agent", f"127.0.0.1:{agent.getsockname()[1]}"])
+        rec = json.loads(agent.recv(65536))
+    finally:
+        server.shutdown()
+        server.server_close()
+        agent.close()
+    assert rec["Fleet"] == "f1" and rec["InstanceId"] == "i-1"
+    assert rec["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "LlmAffinity/vLLM"
+    assert rec["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Fleet"], ["Fleet", "InstanceId"]]
+    assert rec["ttft_p50_seconds"] == pytest.approx(0.1) and rec["ttft_p95_seconds"] == pytest.approx(0.75)
+    assert rec["prefix_cache_hit_rate"] == pytest.approx(0.6)
+
+
+def test_boot_script_renders_valid_json_and_shell_quoting():
+    spec = userdata.BootSpec(model_id="org/model name", vllm_image="vllm/vllm-openai:v1",
+                             fleet_name="f", log_group_name="/lg", vllm_args=("--max-model-len", "4096"))
+    cmd = userdata.vllm_docker_command(spec)
+    assert "'org/model name'" in cmd  # quoted for the shell
+    assert cmd.index("--enable-prefix-caching") < cmd.index("--max-model-len")
+    json.loads(userdata.prometheus_config(spec))
+    assert userdata.cloudwatch_agent_config(spec)["logs"]["metrics_collected"]["prometheus"]["log_group_name"] == "/lg"
+
+
+def test_nginx_config_sets_cookie_from_header_only_with_safe_ids():
+    import re
+
+    conf = userdata.nginx_config(userdata.CookieProxySpec("llm_session", "X-Session-Id"), 8000)
+    header_rx, cookie_rx = re.findall(r'"~(\^[^"]+)" \$\w+;', conf)
+    header_rx = header_rx.replace("\\\\", "\\").replace("(?<", "(?P<")  # PCRE -> Python
+    cookie_rx = cookie_rx.replace("\\\\", "\\").replace("(?<", "(?P<")
+    assert re.match(header_rx, "sess-42|")  # header present, no cookie yet
+    assert re.match(header_rx, "sess-42|old")  # header wins over an older cookie
+    assert re.match(cookie_rx, "|sess-42")  # no header: re-set from the cookie
+    assert not re.match(header_rx, "bad value;|") and not re.match(cookie_rx, "|")
+    assert conf.count("{") == conf.count("}")

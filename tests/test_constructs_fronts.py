@@ -1,0 +1,133 @@
+"""StickyAlbFront / StickyNlbFront: listeners, target groups, stickiness, security groups."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.register_assert_rewrite("conftest_cdk")
+from aws_cdk.assertions import Match, Template
+
+from conftest_cdk import CERT_ARN, heredoc, lb_attrs, tg_attrs, user_data
+
+pytest_plugins = ["conftest_cdk"]
+pytestmark = pytest.mark.cdk
+
+
+def test_alb_defaults_lb_cookie_http_with_warning(options_synth):
+    tg = options_synth.one("AlbHttpDefault", "AWS::ElasticLoadBalancingV2::TargetGroup")
+    a = tg_attrs(tg)
+    assert a["stickiness.enabled"] == "true" and a["stickiness.type"] == "lb_cookie"
+    assert a["stickiness.lb_cookie.duration_seconds"] == "86400"
+    assert a["load_balancing.cross_zone.enabled"] == "true"
+    assert a["load_balancing.algorithm.type"] == "least_outstanding_requests"
+    assert a["deregistration_delay.timeout_seconds"] == "300"
+    p = tg["Properties"]
+    assert p["Port"] == 8000 and p["Protocol"] == "HTTP" and p["HealthCheckPath"] == "/health"
+    assert {"Key": "llm-affinity:role", "Value": "inference"} in p["Tags"]
+    lb = options_synth.one("AlbHttpDefault", "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    la = lb_attrs(lb)
+    assert lb["Properties"]["Scheme"] == "internal"
+    assert la["idle_timeout.timeout_seconds"] == "600"
+    assert la["routing.http.drop_invalid_header_fields.enabled"] == "true"
+    assert la["access_logs.s3.enabled"] == "true" and la["access_logs.s3.prefix"] == "alb"
+    t = Template.from_json(options_synth.templates["AlbHttpDefault"])
+    t.has_resource_properties("AWS::ElasticLoadBalancingV2::Listener", {"Port": 80, "Protocol": "HTTP"})
+    t.has_resource_properties("AWS::S3::Bucket", {
+        "BucketEncryption": {"ServerSideEncryptionConfiguration": [
+            {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]},
+        "PublicAccessBlockConfiguration": Match.object_like({"BlockPublicAcls": True, "RestrictPublicBuckets": True})})
+    assert any("PlainHttpListener" in text for _, text in options_synth.messages["AlbHttpDefault"])
+    # the fleet accepts traffic only from the ALB security group, on the vLLM port
+    ingress = options_synth.resources("AlbHttpDefault", "AWS::EC2::SecurityGroupIngress")
+    assert any(r["Properties"].get("FromPort") == 8000 and "SourceSecurityGroupId" in r["Properties"]
+               for r in ingress.values())
+    assert not any(r["Properties"].get("CidrIp") == "0.0.0.0/0" for r in ingress.values())
+
+
+def test_alb_https_options(options_synth):
+    t = Template.from_json(options_synth.templates["AlbHttps"])
+    t.has_resource_properties("AWS::ElasticLoadBalancingV2::Listener", {
+        "Port": 443, "Protocol": "HTTPS", "Certificates": [{"CertificateArn": CERT_ARN}],
+        "SslPolicy": Match.string_like_regexp("TLS")})
+    lb = options_synth.one("AlbHttps", "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    assert lb["Properties"]["Scheme"] == "internet-facing"
+    assert lb_attrs(lb)["idle_timeout.timeout_seconds"] == "900"
+    a = tg_attrs(options_synth.one("AlbHttps", "AWS::ElasticLoadBalancingV2::TargetGroup"))
+    assert a["stickiness.lb_cookie.duration_seconds"] == "7200"
+    assert a["deregistration_delay.timeout_seconds"] == "120"
+    assert a["load_balancing.algorithm.type"] == "round_robin"
+    sg = [r for r in options_synth.resources("AlbHttps", "AWS::EC2::SecurityGroup").values()
+          if "inference ALB" in r["Properties"]["GroupDescription"]][0]
+    assert [r["CidrIp"] for r in sg["Properties"]["SecurityGroupIngress"]] == ["203.0.113.0/24"]
+    assert not any("PlainHttpListener" in text for _, text in options_synth.messages["AlbHttps"])
+
+
+def test_alb_app_cookie_runs_cookie_proxy(options_synth):
+    tg = options_synth.one("AlbAppCookie", "AWS::ElasticLoadBalancingV2::TargetGroup")
+    a = tg_attrs(tg)
+    assert a["stickiness.type"] == "app_cookie"
+    assert a["stickiness.app_cookie.cookie_name"] == "agent_sess"
+    assert a["stickiness.app_cookie.duration_seconds"] == "3600"
+    assert tg["Properties"]["Port"] == 8080  # nginx, not vLLM
+    ud = user_data(options_synth.one("AlbAppCookie", "AWS::EC2::LaunchTemplate"))
+    conf = heredoc(ud, "LLM_AFFINITY_NGINX")
+    assert "listen 8080;" in conf and "proxy_pass http://127.0.0.1:8000;" in conf
+    assert "proxy_buffering off;" in conf and "proxy_request_buffering off;" in conf
+    assert '"$http_x_agent_session|$cookie_agent_sess"' in conf
+    assert 'default "agent_sess=$llm_affinity_sid; Path=/; HttpOnly; SameSite=Lax";' in conf
+    assert "add_header Set-Cookie $llm_affinity_set_cookie always;" in conf
+    assert "docker run -d --name llm-affinity-proxy" in ud and "nginx:1.27-alpine" in ud
+    assert len(ud.encode()) < 16384  # EC2 limit on raw user data (the largest variant)
+    assert "--enable-prefix-caching" in ud
+    ingress = options_synth.resources("AlbAppCookie", "AWS::EC2::SecurityGroupIngress")
+    assert {r["Properties"]["FromPort"] for r in ingress.values()} == {8080}
+
+
+def test_alb_blue_green_weighted_with_group_stickiness(options_synth):
+    t = Template.from_json(options_synth.templates["AlbBlueGreen"])
+    t.resource_count_is("AWS::ElasticLoadBalancingV2::TargetGroup", 2)
+    t.has_resource_properties("AWS::ElasticLoadBalancingV2::Listener", {"DefaultActions": [Match.object_like({
+        "Type": "forward", "ForwardConfig": {
+            "TargetGroups": [Match.object_like({"Weight": 90}), Match.object_like({"Weight": 10})],
+            "TargetGroupStickinessConfig": {"Enabled": True, "DurationSeconds": 7200}}})]})
+    for tg in options_synth.resources("AlbBlueGreen", "AWS::ElasticLoadBalancingV2::TargetGroup").values():
+        assert tg_attrs(tg)["stickiness.type"] == "lb_cookie"
+        assert {"Key": "llm-affinity:role", "Value": "inference"} in tg["Properties"]["Tags"]
+
+
+def test_nlb_defaults_source_ip_internal_cross_zone(options_synth):
+    lb = options_synth.one("NlbDefault", "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    assert lb["Properties"]["Type"] == "network" and lb["Properties"]["Scheme"] == "internal"
+    assert lb_attrs(lb)["load_balancing.cross_zone.enabled"] == "true"
+    tg = options_synth.one("NlbDefault", "AWS::ElasticLoadBalancingV2::TargetGroup")
+    a = tg_attrs(tg)
+    assert a["stickiness.enabled"] == "true" and a["stickiness.type"] == "source_ip"
+    assert a["load_balancing.cross_zone.enabled"] == "true"
+    assert a["preserve_client_ip.enabled"] == "true"
+    assert tg["Properties"]["Protocol"] == "TCP" and tg["Properties"]["HealthCheckPath"] == "/health"
+    assert tg["Properties"]["HealthCheckProtocol"] == "HTTP"
+    t = Template.from_json(options_synth.templates["NlbDefault"])
+    t.has_resource_properties("AWS::ElasticLoadBalancingV2::Listener", {"Port": 80, "Protocol": "TCP"})
+    t.has_resource_properties("AWS::ElasticLoadBalancingV2::Listener", {"ListenerAttributes": [
+        {"Key": "tcp.idle_timeout.seconds", "Value": "600"}]})
+    assert not any("InternetFacingSourceIp" in text for _, text in options_synth.messages["NlbDefault"])
+
+
+def test_nlb_tls_without_stickiness(options_synth):
+    t = Template.from_json(options_synth.templates["NlbTls"])
+    t.has_resource_properties("AWS::ElasticLoadBalancingV2::Listener", {
+        "Port": 443, "Protocol": "TLS", "Certificates": [{"CertificateArn": CERT_ARN}]})
+    a = tg_attrs(options_synth.one("NlbTls", "AWS::ElasticLoadBalancingV2::TargetGroup"))
+    assert "stickiness.enabled" not in a or a["stickiness.enabled"] == "false"
+
+
+def test_nlb_internet_facing_warns(options_synth):
+    lb = options_synth.one("NlbPublic", "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    assert lb["Properties"]["Scheme"] == "internet-facing"
+    assert any("InternetFacingSourceIp" in text for _, text in options_synth.messages["NlbPublic"])
+    sg = [r for r in options_synth.resources("NlbPublic", "AWS::EC2::SecurityGroup").values()
+          if "inference NLB" in r["Properties"]["GroupDescription"]][0]
+    assert [r["CidrIp"] for r in sg["Properties"]["SecurityGroupIngress"]] == ["198.51.100.0/24"]
+    assert json.dumps(sg).count("0.0.0.0/0") == 0

@@ -1,0 +1,240 @@
+"""Reference stacks: synth with cdk-nag AwsSolutions + our plugin, cfn-lint, our lint, and
+the synth-time gate catching an escape-hatch misconfiguration."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.register_assert_rewrite("conftest_cdk")
+
+pytest_plugins = ["conftest_cdk"]
+pytestmark = pytest.mark.cdk
+
+ROOT = Path(__file__).resolve().parents[1]
+STACK_IDS = ["LlmAffinityAlbDuration", "LlmAffinityAlbAppCookie", "LlmAffinityNlbSourceIp", "LlmAffinityMcpGateway"]
+
+
+def _report(outdir: Path) -> dict:
+    return json.loads((outdir / "validation-report.json").read_text())
+
+
+def test_reference_synth_passes_both_gates(reference_synth):
+    assert sorted(reference_synth.templates) == sorted(STACK_IDS)
+    report = _report(reference_synth.outdir)
+    for plugin in report["pluginReports"]:
+        if plugin["pluginName"] in ("AwsSolutions", "LlmAffinity"):
+            assert plugin["conclusion"] == "success", plugin
+            assert not plugin.get("violations"), plugin["violations"]
+    # the cdk-nag exceptions are in the report with their reasons (the audit trail)
+    nag = [p for p in report["pluginReports"] if p["pluginName"] == "AwsSolutions"][0]
+    suppressed = nag["suppressedViolations"]
+    assert {v["ruleName"].split("[")[0] for v in suppressed} == {
+        "AwsSolutions-AS3", "AwsSolutions-IAM4", "AwsSolutions-IAM5", "AwsSolutions-S1", "AwsSolutions-EC23"}
+    assert all(v["acknowledgedId"].startswith("AwsSolutions::") and len(v["reason"].split()) >= 8 for v in suppressed)
+
+
+def test_reference_stacks_shape(reference_synth):
+    r = reference_synth
+    tg = r.one("LlmAffinityAlbDuration", "AWS::ElasticLoadBalancingV2::TargetGroup")
+    assert {"Key": "stickiness.type", "Value": "lb_cookie"} in tg["Properties"]["TargetGroupAttributes"]
+    tg = r.one("LlmAffinityAlbAppCookie", "AWS::ElasticLoadBalancingV2::TargetGroup")
+    assert {"Key": "stickiness.type", "Value": "app_cookie"} in tg["Properties"]["TargetGroupAttributes"]
+    tg = r.one("LlmAffinityNlbSourceIp", "AWS::ElasticLoadBalancingV2::TargetGroup")
+    assert {"Key": "stickiness.type", "Value": "source_ip"} in tg["Properties"]["TargetGroupAttributes"]
+    gw_types = {v["Type"] for v in r.templates["LlmAffinityMcpGateway"]["Resources"].values()}
+    assert "AWS::BedrockAgentCore::Gateway" in gw_types
+    assert not any(t.startswith("AWS::ElasticLoadBalancingV2") for t in gw_types)
+    for sid in STACK_IDS[:3]:
+        assert r.resources(sid, "AWS::CloudWatch::Alarm"), sid
+        assert r.resources(sid, "AWS::CloudWatch::Dashboard"), sid
+
+
+def _cfn_lint_errors(path: Path) -> list[str]:
+    from cfnlint.api import ManualArgs, lint
+
+    matches = lint(path.read_text(), config=ManualArgs(regions=["us-east-1"]))
+    return [f"{m.rule.id} {m.message} ({path.name}:{m.linenumber})" for m in matches if m.rule.id.startswith("E")]
+
+
+def test_cfn_lint_zero_errors_reference(reference_synth):
+    errors = [e for p in reference_synth.paths.values() for e in _cfn_lint_errors(p)]
+    assert errors == []
+
+
+def test_cfn_lint_zero_errors_options(options_synth):
+    errors = [e for p in options_synth.paths.values() for e in _cfn_lint_errors(p)]
+    assert errors == []
+
+
+def test_llm_affinity_lint_reports_nothing_at_warning_or_above(reference_synth):
+    from llm_affinity.checks.lint import lint_paths
+
+    report = lint_paths([str(reference_synth.outdir)])
+    assert report.errors == []
+    serious = [(f.rule.id, f.message) for f in report.findings if f.rule.severity in ("warning", "error")]
+    assert serious == []
+    assert report.resources_checked > 50
+
+
+def test_llm_affinity_lint_reports_nothing_on_options(options_synth):
+    """The option stacks are clean too, except where an option deliberately trades affinity away;
+    there the linter must say exactly that (constructs and rules agree on semantics):
+    round_robin with stickiness (FLEET004), a non-sticky TLS NLB (FLEET001), an internet-facing
+    source-IP NLB (NLB002, also warned about at synth)."""
+    from llm_affinity.checks.lint import lint_paths
+
+    report = lint_paths([str(p) for p in options_synth.paths.values()])
+    serious = sorted({(f.rule.id, Path(f.resource.location.file or "").name) for f in report.findings
+                      if f.rule.severity in ("warning", "error")})
+    assert serious == [("FLEET001", "NlbTls.template.json"), ("FLEET004", "AlbHttps.template.json"),
+                       ("NLB002", "NlbPublic.template.json")]
+
+
+def test_every_acknowledgement_has_a_real_reason(reference_synth):
+    from aws_cdk import Validations
+
+    acks = {}
+    for stack in reference_synth.stacks.values():
+        for node in stack.node.find_all():
+            for entry in node.node.metadata:
+                if entry.type == Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
+                    for rule_id, reason in entry.data.items():
+                        acks[(node.node.path, rule_id)] = reason
+    assert acks, "expected acknowledgements (cdk-nag exceptions with reasons)"
+    for (path, rule_id), reason in acks.items():
+        assert len(reason.split()) >= 8, f"{path} {rule_id}: reason too thin: {reason!r}"
+
+
+def _single_stack_app(outdir: Path, stack_id: str):
+    sys.path.insert(0, str(ROOT))
+    import aws_cdk as cdk
+
+    import app as app_module
+    from llm_affinity.stacks import build_reference_app
+
+    app = cdk.App(context=app_module.cdk_json_context(), outdir=str(outdir))
+    stack = build_reference_app(app, [stack_id])[stack_id]
+    return app, stack
+
+
+def _add_plugins(app):
+    import aws_cdk as cdk
+    from cdk_nag import AwsSolutionsChecks
+
+    from llm_affinity.checks.nag import LlmAffinityChecks
+
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app), LlmAffinityChecks())
+
+
+def _cross_zone_off(stack):
+    cfn_tg = stack.front.target_group.node.default_child
+    # escape hatch: rewrite the cross-zone attribute behind the construct's back
+    cfn_tg.add_property_override("TargetGroupAttributes.1", {"Key": "load_balancing.cross_zone.enabled",
+                                                             "Value": "false"})
+    return cfn_tg
+
+
+def test_escape_hatch_misconfiguration_fails_synth_with_our_rule_id(tmp_path):
+    app, stack = _single_stack_app(tmp_path, "LlmAffinityAlbDuration")
+    _cross_zone_off(stack)
+    _add_plugins(app)
+    with pytest.raises(Exception, match="ValidationFailed"):
+        app.synth()
+    ours = [p for p in _report(tmp_path)["pluginReports"] if p["pluginName"] == "LlmAffinity"][0]
+    assert ours["conclusion"] == "failure"
+    names = {v["ruleName"] for v in ours["violations"]}
+    assert "ALB001" in names or "LlmAffinity::ALB001" in names
+    tpl = json.loads((tmp_path / "LlmAffinityAlbDuration.template.json").read_text())
+    tg = [v for v in tpl["Resources"].values() if v["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"][0]
+    assert {"Key": "load_balancing.cross_zone.enabled", "Value": "false"} in tg["Properties"]["TargetGroupAttributes"]
+
+
+def test_suppress_helper_agrees_between_synth_and_lint(tmp_path):
+    from llm_affinity.checks.lint import lint_paths
+    from llm_affinity.constructs import suppress
+
+    app, stack = _single_stack_app(tmp_path, "LlmAffinityAlbDuration")
+    cfn_tg = _cross_zone_off(stack)
+    reason = "zonal isolation test fleet: sessions are allowed to re-pin when a zone's node changes"
+    suppress(stack.front.target_group, "ALB001", reason)
+    _add_plugins(app)
+    app.synth()  # the acknowledgement lets synth pass
+    tpl = json.loads((tmp_path / "LlmAffinityAlbDuration.template.json").read_text())
+    meta = tpl["Resources"][stack.get_logical_id(cfn_tg)]["Metadata"]["llm-affinity"]
+    assert meta == {"ignore": [{"id": "ALB001", "reason": reason}]}
+    report = lint_paths([str(tmp_path)])
+    assert not [f for f in report.findings if f.rule.id == "ALB001"]
+    assert [(f.rule.id, f.reason) for f in report.suppressed] == [("ALB001", reason)]
+
+
+def test_python_app_py_synthesizes_without_credentials(tmp_path):
+    """`python app.py` with no AWS credentials and no network lookups: context comes from cdk.json."""
+    work = tmp_path / "proj"
+    work.mkdir()
+    shutil.copy(ROOT / "app.py", work / "app.py")
+    shutil.copy(ROOT / "cdk.json", work / "cdk.json")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and not k.startswith("CDK_")}
+    env.update({"PYTHONPATH": str(ROOT), "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+                "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+    out = subprocess.run([sys.executable, "app.py"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for sid in STACK_IDS:
+        assert f"synthesized {sid}" in out.stderr
+        assert (work / "cdk.out" / f"{sid}.template.json").exists()
+    manifest = json.loads((work / "cdk.out" / "manifest.json").read_text())
+    assert not manifest.get("missing"), manifest.get("missing")  # no context lookup was needed
+
+
+def test_no_stale_cdk_nag_acknowledgements(tmp_path, monkeypatch):
+    """Turn our cdk-nag acknowledgements off: exactly the acknowledged findings must appear, so
+    every reason is attached to a real finding (and the ids are spelled the way cdk-nag reports)."""
+    import aws_cdk as cdk
+    from cdk_nag import AwsSolutionsChecks
+
+    import llm_affinity.constructs._logbucket as logbucket
+    import llm_affinity.constructs.alb as alb
+    import llm_affinity.constructs.fleet as fleet
+    import llm_affinity.constructs.nlb as nlb
+
+    acks = set()
+    for mod in (fleet, alb, nlb, logbucket):
+        monkeypatch.setattr(mod, "acknowledge_nag", lambda c, rule, reason: acks.add((c.node.path, rule)))
+    app, _stack = _single_stack_app(tmp_path, "LlmAffinityAlbDuration")
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    with pytest.raises(Exception, match="ValidationFailed"):
+        app.synth()
+    found = set()
+    for plugin in _report(tmp_path)["pluginReports"]:
+        if plugin["pluginName"] == "AwsSolutions":
+            for v in plugin["violations"]:
+                for c in v["violatingConstructs"]:
+                    found.add((c["constructPath"], v["ruleName"]))
+    assert acks
+    unmatched_acks = {(p, r) for p, r in acks if not any(fp.startswith(p + "/") and fr == r for fp, fr in found)}
+    unacknowledged = {(fp, fr) for fp, fr in found if not any(fp.startswith(p + "/") and fr == r for p, r in acks)}
+    assert unmatched_acks == set() and unacknowledged == set()
+
+
+@pytest.mark.skipif(shutil.which("cdk") is None, reason="the CDK CLI is not installed (npm install -g aws-cdk)")
+def test_cdk_cli_synth_without_credentials(tmp_path):
+    """`cdk synth` (the npm CLI reading cdk.json) works with no account, no credentials."""
+    work = tmp_path / "proj"
+    work.mkdir()
+    shutil.copy(ROOT / "app.py", work / "app.py")
+    shutil.copy(ROOT / "cdk.json", work / "cdk.json")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and not k.startswith("CDK_")}
+    env.update({"PYTHONPATH": str(ROOT), "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+                "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"})
+    out = subprocess.run(["cdk", "synth", "--no-notices", "--quiet", "--no-version-reporting"], cwd=work, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for sid in STACK_IDS:
+        assert (work / "cdk.out" / f"{sid}.template.json").exists()
