@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: lint the example templates (the good one must be clean; the broken one shows
-# every failure mode it has). Run through `make run`, which prepared .venv.
+# every failure mode it has), then synthesize the reference stacks through both synth-time
+# gates and lint the cloud assembly. Run through `make run`, which prepared .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -11,3 +12,11 @@ echo "== llm-affinity lint examples/good (must be clean at warning and above)"
 echo
 echo "== llm-affinity lint examples/broken (a fleet with the failure modes of RULES.md; findings expected)"
 "$BIN/llm-affinity" lint examples/broken --fail-on never
+
+echo
+echo "== cdk synth of the reference stacks (cdk-nag AwsSolutions + llm-affinity gate; no AWS account needed)"
+"$BIN/python" app.py
+
+echo
+echo "== llm-affinity lint cdk.out (must be clean at warning and above)"
+"$BIN/llm-affinity" lint cdk.out

@@ -133,7 +133,10 @@ def as_int(value: Any) -> Any:
     if isinstance(value, float):
         return int(value) if value.is_integer() else INVALID
     if isinstance(value, str) and _INT_RE.match(value.strip()):
-        return int(value.strip())
+        text = value.strip()
+        if len(text.lstrip("+-")) >= 4000:  # int() refuses such strings; it is out of every range
+            return float("-inf") if text.startswith("-") else float("inf")
+        return int(text)
     return INVALID
 
 

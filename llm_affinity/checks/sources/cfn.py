@@ -246,6 +246,9 @@ class _UnknownProps(dict):
     def get(self, key, default=None):  # noqa: D401 - dict protocol
         return UNKNOWN
 
+    def __getitem__(self, key):
+        return UNKNOWN
+
     def __contains__(self, key) -> bool:
         return True
 

@@ -105,12 +105,18 @@ class _DuplicateKey(Exception):
 
 def _parse_json(text: str) -> tuple[Any, dict[str, int]]:
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates)
+        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_int_or_text)
     except _DuplicateKey as dup:
         raise TemplateError(f"duplicate key {dup.key!r} at line {_json_line_of_key(text, dup.key, 2)}") from None
     except RecursionError:
         raise TemplateError("nesting too deep to read") from None
     return data, _json_resource_lines(text, data)
+
+
+def _int_or_text(digits: str) -> Any:
+    """Integers beyond Python's int/str conversion limit stay text (no template needs them, and
+    converting them raises); everything else is an int as usual."""
+    return int(digits) if len(digits) < 4000 else digits
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -252,6 +258,8 @@ def _scalar(node: yaml.ScalarNode) -> Any:
         return value
     if tag == "tag:yaml.org,2002:int":
         digits = value.replace("_", "")
+        if len(digits) >= 4000:
+            return value  # beyond int/str conversion limits: keep the text
         for base in (10, 0):
             try:
                 return int(digits, base)
