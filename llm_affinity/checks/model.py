@@ -426,6 +426,7 @@ class Model:
     #: that need them stay silent.
     unreadable: set[str] = field(default_factory=set)
     resources_checked: int = 0
+    _lookup: "_Index | None" = field(default=None, repr=False, compare=False)
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -435,11 +436,18 @@ class Model:
             self.engines, self.gateways, self.alarms,
         )
 
+    def _index(self) -> "_Index":
+        """Lookups by id, built once: rules join resources, and scanning lists per lookup made
+        big templates and accounts quadratic."""
+        if self._lookup is None:
+            self._lookup = _Index(self)
+        return self._lookup
+
     def load_balancers_by_id(self, lb_id: Any, like: Resource | None = None) -> list[LoadBalancer]:
-        return [lb for lb in self.load_balancers if lb.id == lb_id and compatible(lb, like)]
+        return [lb for lb in self._index().by_id.get(("lb", lb_id), []) if compatible(lb, like)]
 
     def target_groups_by_id(self, tg_id: Any, like: Resource | None = None) -> list[TargetGroup]:
-        return [tg for tg in self.target_groups if tg.id == tg_id and compatible(tg, like)]
+        return [tg for tg in self._index().by_id.get(("tg", tg_id), []) if compatible(tg, like)]
 
     def load_balancers_for(self, tg: TargetGroup) -> list[LoadBalancer]:
         """Every (compatible variant of a) load balancer that forwards to ``tg``."""
@@ -448,8 +456,12 @@ class Model:
             out += self.load_balancers_by_id(lb_id, tg)
         return out
 
+    def target_groups_behind(self, lb: LoadBalancer) -> list[TargetGroup]:
+        """Target groups a load balancer forwards to (compatible variants)."""
+        return [tg for tg in self._index().tgs_by_lb.get(lb.id, []) if compatible(tg, lb)]
+
     def listener_by_id(self, listener_id: Any) -> list[Listener]:
-        return [ls for ls in self.listeners if ls.id == listener_id and ls.listener_id is None]
+        return [ls for ls in self._index().by_id.get(("listener", listener_id), []) if ls.listener_id is None]
 
     def effective_lb_id(self, listener: Listener) -> Any:
         """The load balancer of a listener, or of the listener a rule belongs to."""
@@ -460,14 +472,13 @@ class Model:
         return UNKNOWN
 
     def fleets_for(self, tg: TargetGroup) -> list[Fleet]:
-        return [f for f in self.fleets if tg.id in f.target_group_ids and compatible(f, tg)]
+        return [f for f in self._index().fleets_by_tg.get(tg.id, []) if compatible(f, tg)]
 
     def forwards_to(self, tg: TargetGroup) -> list[tuple[Listener, Forward]]:
-        return [(ls, fw) for ls in self.listeners if compatible(ls, tg)
-                for fw in ls.forwards if tg.id in fw.target_group_ids]
+        return [(ls, fw) for ls, fw in self._index().forwards_by_tg.get(tg.id, []) if compatible(ls, tg)]
 
     def variant_count(self, resource: Resource) -> int:
-        return sum(1 for r in self.all_resources() if r.id == resource.id and r.type == resource.type)
+        return self._index().variants.get((resource.type, resource.id), 1)
 
     # -- post-processing, called by sources once everything is loaded ---------------------
 
@@ -479,6 +490,7 @@ class Model:
 
     def link(self) -> None:
         """Connect target groups to the load balancers whose listeners forward to them."""
+        self._lookup = None
         for tg in self.target_groups:
             ids = list(tg.load_balancer_ids)
             for ls, _ in self.forwards_to(tg):
@@ -486,6 +498,7 @@ class Model:
                 if lb_id is not UNKNOWN and lb_id not in ids:
                     ids.append(lb_id)
             tg.load_balancer_ids = ids
+        self._lookup = None  # load_balancer_ids changed
 
     def classify(self) -> None:
         """Mark inference fleets and target groups (DESIGN.md: tag, accelerator instance
@@ -509,6 +522,33 @@ class Model:
                 if fleet.inference_reason:
                     tg.inference_reason = f"targets of Auto Scaling group {fleet.id}: {fleet.inference_reason}"
                     break
+
+
+class _Index:
+    """Resources of a model by id and by relation; lists are in model order."""
+
+    def __init__(self, model: Model):
+        self.by_id: dict[tuple[str, Any], list[Any]] = {}
+        for kind, items in (("lb", model.load_balancers), ("tg", model.target_groups), ("listener", model.listeners)):
+            for item in items:
+                self.by_id.setdefault((kind, item.id), []).append(item)
+        self.forwards_by_tg: dict[Any, list[tuple[Listener, Forward]]] = {}
+        for ls in model.listeners:
+            for fw in ls.forwards:
+                for tg_id in dict.fromkeys(fw.target_group_ids):
+                    self.forwards_by_tg.setdefault(tg_id, []).append((ls, fw))
+        self.fleets_by_tg: dict[Any, list[Fleet]] = {}
+        for fleet in model.fleets:
+            for tg_id in dict.fromkeys(fleet.target_group_ids):
+                self.fleets_by_tg.setdefault(tg_id, []).append(fleet)
+        self.tgs_by_lb: dict[Any, list[TargetGroup]] = {}
+        for tg in model.target_groups:
+            for lb_id in dict.fromkeys(tg.load_balancer_ids):
+                self.tgs_by_lb.setdefault(lb_id, []).append(tg)
+        self.variants: dict[tuple[str, Any], int] = {}
+        for r in model.all_resources():
+            key = (r.type, r.id)
+            self.variants[key] = self.variants.get(key, 0) + 1
 
 
 def scenario_label(assignment: dict[Any, Any]) -> str | None:

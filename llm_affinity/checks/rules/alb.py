@@ -251,7 +251,7 @@ def _inference_albs(model: Model):
     for lb in model.load_balancers:
         if lb.lb_type != "application":
             continue
-        fronted = [tg for tg in model.target_groups if tg.inference and lb.id in tg.load_balancer_ids]
+        fronted = [tg for tg in model.target_groups_behind(lb) if tg.inference]
         if fronted:
             yield lb, fronted
 

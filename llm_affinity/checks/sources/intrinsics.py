@@ -54,6 +54,7 @@ class Template:
         resources = data.get("Resources")
         self.resources: dict[str, Any] = resources if isinstance(resources, dict) else {}
         self._candidates: dict[str, list[Any]] = {}
+        self._condition_cache: dict[tuple, Any] = {}
 
     # -- parameters ----------------------------------------------------------------------
 
@@ -170,7 +171,14 @@ class Template:
             return scenario[key]
         if depth > 16 or name not in self.conditions:
             return UNKNOWN
-        return self._evaluate(self.conditions[name], scenario, depth + 1)
+        # Memoised per scenario: conditions built from conditions would otherwise cost
+        # fanout**depth, and a condition that refers to itself would never finish (it reads
+        # UNKNOWN while it is being evaluated).
+        memo = (name, tuple(sorted(scenario.items(), key=repr)))
+        if memo not in self._condition_cache:
+            self._condition_cache[memo] = UNKNOWN
+            self._condition_cache[memo] = self._evaluate(self.conditions[name], scenario, depth + 1)
+        return self._condition_cache[memo]
 
     def _evaluate(self, expr: Any, scenario: dict[Any, Any], depth: int) -> Any:
         if not isinstance(expr, dict) or len(expr) != 1 or depth > 32:

@@ -187,13 +187,28 @@ class _Converter:
     """Turns composed YAML nodes into plain data with CloudFormation long-form intrinsics."""
 
     MAX_DEPTH = 400
+    #: Aliases are expanded (as `aws cloudformation package` does; CloudFormation itself
+    #: refuses them), but only up to this many nodes: a few hundred bytes of nested aliases
+    #: ("billion laughs") would otherwise expand without bound.
+    MAX_EXPANDED_NODES = 1_000_000
 
     def __init__(self, resource_lines: dict[str, int]):
         self.resource_lines = resource_lines
+        self.nodes = 0
+        self.seen: set[int] = set()
+        self.aliased = False
 
     def convert(self, node: yaml.Node, depth: int, resources: bool = False) -> Any:
         if depth > self.MAX_DEPTH:
             raise TemplateError(f"nesting deeper than {self.MAX_DEPTH} levels at line {node.start_mark.line + 1}")
+        self.nodes += 1
+        if not isinstance(node, yaml.ScalarNode):
+            if id(node) in self.seen:
+                self.aliased = True
+            self.seen.add(id(node))
+        if self.aliased and self.nodes > self.MAX_EXPANDED_NODES:
+            raise TemplateError(f"YAML aliases expand to more than {self.MAX_EXPANDED_NODES:,} nodes "
+                                "(CloudFormation does not accept aliases at all)")
         tag = node.tag
         if tag.startswith("!"):
             return self._tagged(node, tag, depth)
