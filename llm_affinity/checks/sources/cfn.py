@@ -62,7 +62,10 @@ def _load_template(path: str, out: Loaded, *, require_resources: bool) -> None:
     try:
         tf = read_template(path, require_resources=require_resources)
     except TemplateError as exc:
-        out.errors.append(ModelError(path, str(exc)))
+        if require_resources or _looks_like_template(path):
+            out.errors.append(ModelError(path, str(exc)))
+        # else: a file met while scanning a folder (tsconfig.json with comments, a Helm
+        # chart...) that shows no sign of being a template: not ours to judge
         return
     if "Resources" not in tf.data:
         return  # a folder's non-template JSON/YAML (package.json, CI config...)
@@ -73,6 +76,16 @@ def _load_template(path: str, out: Loaded, *, require_resources: bool) -> None:
         return
     out.models.append(model)
     out.inputs.append(path)
+
+
+def _looks_like_template(path: str) -> bool:
+    """Whether an unreadable file met in a folder scan was meant as a template."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(65536)
+    except OSError:
+        return True
+    return b"AWSTemplateFormatVersion" in head or b"Resources" in head
 
 
 def _load_folder(folder: Path, out: Loaded) -> None:
@@ -182,16 +195,18 @@ def model_from_template(tf: TemplateFile) -> Model:
                 obj = builder(logical_id, props, location)
                 obj.variant, obj.scenario, obj.suppressions = label, scenario, suppressions
                 _add(model, obj)
+    hooks_by_group: dict[Any, list[Any]] = {}
+    for asg_ref, transition, _hook_scenario in hooks:
+        target = _ref_id(asg_ref)
+        hooks_by_group.setdefault(target if isinstance(target, str) else UNKNOWN, []).append(_leaf(transition))
     for logical_id, props, location, suppressions, label, scenario in asgs:
         fleet = _fleet(logical_id, props, location, launch_sources, tpl)
         fleet.variant, fleet.scenario, fleet.suppressions = label, scenario, suppressions
-        names = {logical_id, props.get("AutoScalingGroupName")}
-        for asg_ref, transition, _hook_scenario in hooks:
-            target = _ref_id(asg_ref)
-            if target in names:
-                fleet.lifecycle_transitions.append(_leaf(transition))
-            elif target is UNKNOWN:
-                fleet.lifecycle_transitions.append(UNKNOWN)  # a hook of some group: maybe this one
+        for name in dict.fromkeys((logical_id, props.get("AutoScalingGroupName"))):
+            if isinstance(name, str):
+                fleet.lifecycle_transitions += hooks_by_group.get(name, [])
+        if UNKNOWN in hooks_by_group:  # hooks of some group we cannot name: maybe this one
+            fleet.lifecycle_transitions.append(UNKNOWN)
         model.fleets.append(fleet)
     model.finish()
     model.resources_checked = len(tpl.resources)  # every resource was looked at, modelled or not
