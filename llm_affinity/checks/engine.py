@@ -70,17 +70,6 @@ class Report:
             out[f.severity] += 1
         return out
 
-    def worst(self) -> int:
-        return max((SEVERITY_RANK[f.severity] for f in self.findings), default=0)
-
-    def merge(self, other: "Report") -> None:
-        self.findings += other.findings
-        self.suppressed += other.suppressed
-        self.unknown += other.unknown
-        self.errors += other.errors
-        self.inputs += other.inputs
-        self.resources_checked += other.resources_checked
-
 
 def select_rules(ignore: Iterable[str] = ()) -> list[Rule]:
     skip = {i.strip().upper() for i in ignore if i and i.strip()}

@@ -5,9 +5,9 @@ Each returns a plain value or UNKNOWN; INVALID values (the API would reject them
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
-from ..model import ABSENT, INVALID, UNKNOWN, TargetGroup, as_bool, as_int, as_str
+from ..model import ABSENT, INVALID, UNKNOWN, Model, TargetGroup, as_bool, as_int, as_str
 
 MAX_STICKY_SECONDS = 604800  # 7 days, for cookie durations and group stickiness
 DOCS_ALB_STICKY = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/sticky-sessions.html"
@@ -47,3 +47,10 @@ def sticky_duration(tg: TargetGroup) -> Any:
 def lower(value: Any) -> Any:
     value = as_str(value)
     return value.strip().lower() if isinstance(value, str) else value
+
+
+def inference_stickiness(model: Model) -> Iterator[tuple[TargetGroup, Any]]:
+    """Each inference target group with its stickiness: True, False or UNKNOWN."""
+    for tg in model.target_groups:
+        if tg.inference:
+            yield tg, sticky(tg)

@@ -9,7 +9,7 @@ from ..model import (
     INVALID, ROUTER_TAG, UNKNOWN, Fleet, Model, Resource, as_int, options, tag_value,
 )
 from .base import Hit, Result, Unknown, rule
-from .common import DOCS_ALB_STICKY, DOCS_ALB_TG, lower, sticky
+from .common import DOCS_ALB_STICKY, DOCS_ALB_TG, inference_stickiness, lower
 
 DOCS_VLLM_PREFIX = "https://docs.vllm.ai/en/latest/features/automatic_prefix_caching.html"
 DOCS_CW_ALARMS = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html"
@@ -53,10 +53,7 @@ def _capacity(model: Model, tg) -> object:
     docs=DOCS_ALB_STICKY,
 )
 def fleet001(model: Model) -> Iterator[Result]:
-    for tg in model.target_groups:
-        if not tg.inference:
-            continue
-        enabled = sticky(tg)
+    for tg, enabled in inference_stickiness(model):
         if enabled is UNKNOWN:
             yield Unknown(tg, "stickiness.enabled")
             continue
@@ -78,10 +75,9 @@ def fleet001(model: Model) -> Iterator[Result]:
     docs=DOCS_ALB_STICKY,
 )
 def fleet002(model: Model) -> Iterator[Result]:
-    for tg in model.target_groups:
-        if not tg.inference or (tag_value(tg, ROUTER_TAG) or "").strip().lower() != "prefix-aware":
+    for tg, enabled in inference_stickiness(model):
+        if (tag_value(tg, ROUTER_TAG) or "").strip().lower() != "prefix-aware":
             continue
-        enabled = sticky(tg)
         if enabled is UNKNOWN:
             yield Unknown(tg, "stickiness.enabled")
         elif not enabled:
@@ -107,13 +103,10 @@ def fleet003(model: Model) -> Iterator[Result]:
 
 
 def _sticky_inference_tgs(model: Model):
-    for tg in model.target_groups:
-        if tg.inference:
-            enabled = sticky(tg)
-            if enabled is UNKNOWN:
-                yield tg, UNKNOWN
-            elif enabled:
-                yield tg, True
+    """Inference target groups that are (or may be: UNKNOWN) sticky."""
+    for tg, enabled in inference_stickiness(model):
+        if enabled is not False:
+            yield tg, enabled
 
 
 @rule(

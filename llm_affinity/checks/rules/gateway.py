@@ -9,7 +9,7 @@ from typing import Iterator
 
 from ..model import ABSENT, GATEWAY_DEFAULT_SESSION_TIMEOUT, INVALID, UNKNOWN, McpGateway, Model, as_int
 from .base import Hit, Result, Unknown, rule
-from .common import sticky, sticky_duration
+from .common import inference_stickiness, sticky_duration
 
 DOCS_GW_SESSIONS = "https://docs.aws.amazon.com/bedrock-agentcore/latest/devguide/gateway-sessions.html"
 DOCS_GW_AUTH = "https://docs.aws.amazon.com/bedrock-agentcore/latest/devguide/gateway-inbound-auth.html"
@@ -82,10 +82,7 @@ def gw003(model: Model) -> Iterator[Result]:
     for gw, state in _with_sessions(model):
         if state is None:
             continue
-        for tg in model.target_groups:
-            if not tg.inference:
-                continue
-            enabled = sticky(tg)
+        for tg, enabled in inference_stickiness(model):
             if enabled is UNKNOWN:
                 yield Unknown(tg, "stickiness.enabled")
             elif not enabled:
@@ -107,8 +104,8 @@ def gw004(model: Model) -> Iterator[Result]:
         timeout = _timeout(gw)
         if timeout is UNKNOWN or timeout is INVALID:
             continue
-        for tg in model.target_groups:
-            if not tg.inference or sticky(tg) is not True:
+        for tg, enabled in inference_stickiness(model):
+            if enabled is not True:
                 continue
             duration = sticky_duration(tg)
             if duration is UNKNOWN:

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from ..model import UNKNOWN, Model, options
 from .base import Hit, Result, Unknown, rule
-from .common import DOCS_NLB_CROSS_ZONE, DOCS_NLB_TG, lower, sticky, stickiness_type
+from .common import DOCS_NLB_CROSS_ZONE, DOCS_NLB_TG, inference_stickiness, lower, sticky, stickiness_type
 
 
 @rule(
@@ -32,10 +32,9 @@ def nlb001(model: Model) -> Iterator[Result]:
 
 
 def _sticky_source_ip_inference(model: Model):
-    for tg in model.target_groups:
-        if not tg.inference or tg.family != "nlb":
+    for tg, enabled in inference_stickiness(model):
+        if tg.family != "nlb":
             continue
-        enabled = sticky(tg)
         if enabled is UNKNOWN:
             yield tg, UNKNOWN
         elif enabled and stickiness_type(tg) == "source_ip":
