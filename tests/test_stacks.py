@@ -174,8 +174,8 @@ def test_suppress_helper_agrees_between_synth_and_lint(tmp_path):
     assert [(f.rule.id, f.reason) for f in report.suppressed] == [("ALB001", reason)]
 
 
-def test_python_app_py_synthesizes_without_credentials(tmp_path):
-    """`python app.py` with no AWS credentials and no network lookups: context comes from cdk.json."""
+def _project_without_credentials(tmp_path):
+    """A copy of app.py + cdk.json and an environment with no AWS credentials or CDK state."""
     work = tmp_path / "proj"
     work.mkdir()
     shutil.copy(ROOT / "app.py", work / "app.py")
@@ -183,6 +183,12 @@ def test_python_app_py_synthesizes_without_credentials(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and not k.startswith("CDK_")}
     env.update({"PYTHONPATH": str(ROOT), "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
                 "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+    return work, env
+
+
+def test_python_app_py_synthesizes_without_credentials(tmp_path):
+    """`python app.py` with no AWS credentials and no network lookups: context comes from cdk.json."""
+    work, env = _project_without_credentials(tmp_path)
     out = subprocess.run([sys.executable, "app.py"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     for sid in STACK_IDS:
@@ -225,14 +231,8 @@ def test_no_stale_cdk_nag_acknowledgements(tmp_path, monkeypatch):
 @pytest.mark.skipif(shutil.which("cdk") is None, reason="the CDK CLI is not installed (npm install -g aws-cdk)")
 def test_cdk_cli_synth_without_credentials(tmp_path):
     """`cdk synth` (the npm CLI reading cdk.json) works with no account, no credentials."""
-    work = tmp_path / "proj"
-    work.mkdir()
-    shutil.copy(ROOT / "app.py", work / "app.py")
-    shutil.copy(ROOT / "cdk.json", work / "cdk.json")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and not k.startswith("CDK_")}
-    env.update({"PYTHONPATH": str(ROOT), "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-                "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"})
+    work, env = _project_without_credentials(tmp_path)
+    env["PATH"] = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
     out = subprocess.run(["cdk", "synth", "--no-notices", "--quiet", "--no-version-reporting"], cwd=work, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
