@@ -93,7 +93,7 @@ def test_sarif_validates_against_schema(tmp_path):
     assert len(rules) == 26 and all(r["helpUri"].startswith("https://") and r["shortDescription"]["text"] for r in rules)
     results = {r["ruleId"]: r for r in run["results"]}
     loc = results["ALB001"]["locations"][0]["physicalLocation"]
-    assert loc["artifactLocation"]["uri"] == FAIL and loc["region"]["startLine"] == 3
+    assert loc["artifactLocation"]["uri"] == "tests/fixtures/rules/ALB001_fail.yaml" and loc["region"]["startLine"] == 3
     assert results["ALB003"]["suppressions"][0]["justification"].startswith("the cookie name")
     assert run["invocations"][0]["executionSuccessful"] is False
 
@@ -241,3 +241,9 @@ def test_audit_denied_service_exits_2_and_nothing_reached_exits_3(monkeypatch, c
                 reached_any=False)
     assert main(["audit", "--format", "json"]) == 3
     capsys.readouterr()
+
+
+def test_sarif_uri_is_relative_to_the_checkout():
+    proc = run_cli("lint", str(RULE_FIXTURES / "ALB001_fail.yaml"), "--format", "sarif")
+    uri = json.loads(proc.stdout)["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri == "tests/fixtures/rules/ALB001_fail.yaml"

@@ -9,6 +9,7 @@ official schema in the tests.
 from __future__ import annotations
 
 import json
+import os
 from collections import OrderedDict
 from typing import Any, Iterable
 from xml.etree import ElementTree as ET
@@ -93,6 +94,15 @@ def render_rules_json(rules: Iterable[Rule]) -> str:
 
 
 def _uri(path: str) -> str:
+    """Artifact URI: relative to the working directory when the file is below it, so GitHub
+    code scanning (which resolves URIs against the checkout) can place the annotation."""
+    if os.path.isabs(path):
+        try:
+            relative = os.path.relpath(path)
+        except ValueError:  # another drive on Windows
+            relative = path
+        if not relative.startswith(".."):
+            path = relative
     return path.replace("\\", "/")
 
 
