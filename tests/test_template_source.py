@@ -297,3 +297,8 @@ def test_unknown_is_a_singleton():
 
     assert copy.deepcopy(UNKNOWN) is UNKNOWN
     assert pickle.loads(pickle.dumps(UNKNOWN)) is UNKNOWN
+
+
+def test_manifest_file_means_its_cloud_assembly():
+    loaded = load_paths([str(FIXTURES / "cdkout" / "manifest.json")])
+    assert not loaded.errors and len(loaded.inputs) == 3

@@ -55,6 +55,9 @@ def _load_one(path: str, out: Loaded) -> None:
         if len(out.inputs) + len(out.errors) == before:
             out.errors.append(ModelError(path, "no CloudFormation templates found in this folder"))
         return
+    if p.name == "manifest.json" and _is_cloud_assembly(p):
+        _load_assembly(p.parent, out, set())  # `lint cdk.out/manifest.json` means the assembly
+        return
     _load_template(path, out, require_resources=True)
 
 
