@@ -247,3 +247,22 @@ def test_classify(exc, status):
     got, message = aws.classify(exc)
     assert got == status
     assert "\n" not in message and message
+
+
+def test_disabled_opt_in_home_region_falls_back_to_default_sts(account):
+    """The first --region is an opt-in region the account has not enabled: STS there refuses
+    the credentials, but the audit asks us-east-1 for the identity and still reads the rest."""
+    F.seed_good()
+
+    def refuse_in_opt_in_region(request_signer=None, **_):
+        if request_signer is not None and request_signer.region_name == "ap-east-2":
+            return types.SimpleNamespace(status_code=403, headers={}), {
+                "Error": {"Code": "InvalidClientTokenId", "Message": "The security token included in the request is invalid."},
+                "ResponseMetadata": {}}
+        return None
+
+    _inject(account, {"before-call.sts.GetCallerIdentity": refuse_in_opt_in_region})
+    result = aws.collect(regions=["ap-east-2", "us-east-1"])
+    assert result.reached_any
+    assert result.coverage["services"]["us-east-1/elbv2"] == "ok"
+    assert not [e for e in result.errors if e.input.endswith("/sts")]

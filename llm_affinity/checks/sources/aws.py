@@ -569,6 +569,17 @@ def collect(regions: list[str] | None = None, all_regions: bool = False, profile
         audit.close()
 
 
+def _caller_identity(audit: _Audit, regions: list[str]) -> dict:
+    """GetCallerIdentity from the first region that answers; the last failure if none does."""
+    for n, region in enumerate(regions):
+        try:
+            return audit.client("sts", region).get_caller_identity()
+        except Exception:
+            if n == len(regions) - 1:
+                raise
+    raise RuntimeError("no region to ask")  # pragma: no cover - regions is never empty
+
+
 def _run(audit: _Audit, regions, all_regions, default_region, progress, errors, coverage, started, give_up):
     requested = [r.strip() for r in (regions or []) if r and r.strip()]
     home = requested[0] if requested else default_region
@@ -578,8 +589,13 @@ def _run(audit: _Audit, regions, all_regions, default_region, progress, errors, 
         audit.partition = audit.session.get_partition_for_region(home) or "aws"
     except Exception:
         audit.partition = "aws"
+    # An opt-in region that is not enabled refuses the credentials: ask the partition's
+    # default STS region before concluding that nothing can be read.
+    sts_regions = [home]
+    if audit.partition == "aws" and home != "us-east-1" and not audit.single_endpoint:
+        sts_regions.append("us-east-1")
     try:
-        ident = audit.client("sts", home).get_caller_identity()
+        ident = _caller_identity(audit, sts_regions)
         audit.account = ident.get("Account")
     except Exception as exc:
         status, message = classify(exc)
