@@ -103,6 +103,13 @@ def loc(arn: str, rtype: str, region: str) -> Location:
     return Location(resource_id=arn, resource_type=rtype, file=None, line=None, region=region)
 
 
+def _tagged(arn: str, rtype: str, region: str, tags: dict[str, Any]) -> dict[str, Any]:
+    """The fields every live resource shares: ARN as id, location, tags and the suppressions
+    its tags carry."""
+    return {"id": arn, "location": loc(arn, rtype, region), "tags": tags,
+            "suppressions": suppressions_from_tags(tags)}
+
+
 def attrs_to_dict(attributes: Iterable[dict] | None) -> dict[str, Any]:
     return {a["Key"]: a.get("Value", "") for a in attributes or () if "Key" in a}
 
@@ -121,10 +128,7 @@ def _dedupe(items: Iterable[Any]) -> list[Any]:
 def build_load_balancer(lb: dict, attributes: dict, tags: dict, region: str) -> LoadBalancer:
     arn = lb["LoadBalancerArn"]
     return LoadBalancer(
-        id=arn,
-        location=loc(arn, T_LB, region),
-        tags=tags,
-        suppressions=suppressions_from_tags(tags),
+        **_tagged(arn, T_LB, region, tags),
         lb_type=lb.get("Type", UNKNOWN),
         scheme=lb.get("Scheme", UNKNOWN),
         attributes=attributes,
@@ -140,10 +144,7 @@ def build_target_group(tg: dict, attributes: dict, tags: dict, region: str) -> T
     else:
         protocol = UNKNOWN
     return TargetGroup(
-        id=arn,
-        location=loc(arn, T_TG, region),
-        tags=tags,
-        suppressions=suppressions_from_tags(tags),
+        **_tagged(arn, T_TG, region, tags),
         protocol=protocol,
         target_type=tg.get("TargetType", UNKNOWN),
         attributes=attributes,
@@ -189,10 +190,7 @@ def forward_needs_tags(forwards: list[Forward]) -> bool:
 def build_listener(listener: dict, tags: dict, region: str) -> Listener:
     arn = listener["ListenerArn"]
     return Listener(
-        id=arn,
-        location=loc(arn, T_LISTENER, region),
-        tags=tags,
-        suppressions=suppressions_from_tags(tags),
+        **_tagged(arn, T_LISTENER, region, tags),
         load_balancer_id=listener.get("LoadBalancerArn", UNKNOWN),
         listener_id=None,
         protocol=listener.get("Protocol", UNKNOWN),
@@ -203,10 +201,7 @@ def build_listener(listener: dict, tags: dict, region: str) -> Listener:
 def build_rule(rule: dict, parent: dict, tags: dict, region: str) -> Listener:
     arn = rule["RuleArn"]
     return Listener(
-        id=arn,
-        location=loc(arn, T_RULE, region),
-        tags=tags,
-        suppressions=suppressions_from_tags(tags),
+        **_tagged(arn, T_RULE, region, tags),
         load_balancer_id=parent.get("LoadBalancerArn", UNKNOWN),
         listener_id=parent["ListenerArn"],
         protocol=parent.get("Protocol", UNKNOWN),
@@ -366,10 +361,7 @@ def build_fleet(asg: dict, launch: LaunchSpec, hooks: Any, region: str) -> Fleet
     else:
         transitions = [h.get("LifecycleTransition", UNKNOWN) for h in hooks]
     return Fleet(
-        id=arn,
-        location=loc(arn, T_ASG, region),
-        tags=tags,
-        suppressions=suppressions_from_tags(tags),
+        **_tagged(arn, T_ASG, region, tags),
         min_size=asg.get("MinSize", UNKNOWN),
         max_size=asg.get("MaxSize", UNKNOWN),
         desired=asg.get("DesiredCapacity", UNKNOWN),
@@ -418,10 +410,7 @@ def build_gateway(summary: dict, detail: dict | None, tags: dict, region: str, a
     enabled = isinstance(session, dict)
     timeout = session.get("sessionTimeoutInSeconds", ABSENT) if enabled else ABSENT
     return McpGateway(
-        id=arn,
-        location=loc(arn, T_GW, region),
-        tags=tags,
-        suppressions=suppressions_from_tags(tags),
+        **_tagged(arn, T_GW, region, tags),
         authorizer_type=detail.get("authorizerType", summary.get("authorizerType", UNKNOWN)),
         sessions_enabled=enabled,
         session_timeout=timeout,
