@@ -821,6 +821,18 @@ def _condition_chain(depth: int, fanout: int, cyclic: bool) -> dict:
     }
 
 
+def _lint_within_5s(path, what: str):
+    """`llm-affinity lint PATH` in a subprocess killed after 5 s, so a regression to
+    exponential time fails the test instead of stalling the suite; returns (process, seconds)."""
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "llm_affinity", "lint", str(path), "--format", "json"],
+                              capture_output=True, text=True, timeout=5, env=dict(os.environ, NO_COLOR="1"))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what} did not finish in 5 s")
+    return proc, time.perf_counter() - start
+
+
 @pytest.mark.parametrize("depth,fanout,cyclic", [(7, 10, False), (0, 12, True)],
                          ids=["chain-7x10", "self-cycle-12"])
 def test_condition_graphs_stay_fast(depth, fanout, cyclic, tmp_path):
@@ -830,13 +842,7 @@ def test_condition_graphs_stay_fast(depth, fanout, cyclic, tmp_path):
     so a regression cannot stall the suite."""
     path = tmp_path / "conditions.json"
     path.write_text(json.dumps(_condition_chain(depth, fanout, cyclic), indent=1), encoding="utf-8")
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run([sys.executable, "-m", "llm_affinity", "lint", str(path), "--format", "json"],
-                              capture_output=True, text=True, timeout=5, env=dict(os.environ, NO_COLOR="1"))
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"lint of a {depth}-deep, {fanout}-wide condition graph (cyclic={cyclic}) did not finish in 5 s")
-    elapsed = time.perf_counter() - start
+    proc, elapsed = _lint_within_5s(path, f"lint of a {depth}-deep, {fanout}-wide condition graph (cyclic={cyclic})")
     assert proc.returncode in (0, 1, 2), proc.stderr
     assert "internal error" not in proc.stderr
     assert elapsed < 2, f"{elapsed:.1f} s for a {len(path.read_text())}-byte template"
@@ -852,12 +858,6 @@ def test_yaml_alias_expansion_is_bounded(tmp_path):
     lines += [f"      l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 7)]
     path = tmp_path / "aliases.yaml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run([sys.executable, "-m", "llm_affinity", "lint", str(path), "--format", "json"],
-                              capture_output=True, text=True, timeout=5, env=dict(os.environ, NO_COLOR="1"))
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"lint of a {path.stat().st_size}-byte YAML with nested aliases did not finish in 5 s")
-    elapsed = time.perf_counter() - start
+    proc, elapsed = _lint_within_5s(path, f"lint of a {path.stat().st_size}-byte YAML with nested aliases")
     assert "internal error" not in proc.stderr
     assert elapsed < 2, f"{elapsed:.1f} s for a {path.stat().st_size}-byte YAML whose aliases expand to 10**7 nodes"
