@@ -48,6 +48,15 @@ def fake_credentials(env: dict | None = None) -> dict:
     return env
 
 
+def use_fake_credentials(monkeypatch) -> None:
+    """Point this process's AWS environment at fake credentials (never real ones), with no
+    profile, session token or endpoint override left over from the caller's shell."""
+    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in fake_credentials({}).items():
+        monkeypatch.setenv(key, value)
+
+
 class Clients:
     def __init__(self, region: str = "us-east-1", endpoint_url: str | None = None):
         self.region = region

@@ -62,8 +62,7 @@ def _cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def seeded(moto_server, monkeypatch):
-    for key, value in F.fake_credentials({}).items():
-        monkeypatch.setenv(key, value)
+    F.use_fake_credentials(monkeypatch)
     _reset(moto_server)
     yield moto_server
     _reset(moto_server)

@@ -21,10 +21,7 @@ from llm_affinity.checks.sources import aws
 
 @pytest.fixture
 def env(monkeypatch):
-    for key, value in F.fake_credentials({}).items():
-        monkeypatch.setenv(key, value)
-    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(key, raising=False)
+    F.use_fake_credentials(monkeypatch)
     return monkeypatch
 
 

@@ -36,10 +36,7 @@ def recorded():
             self.events.register("before-call", record)
 
     mp = pytest.MonkeyPatch()
-    for key, value in F.fake_credentials({}).items():
-        mp.setenv(key, value)
-    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-        mp.delenv(key, raising=False)
+    F.use_fake_credentials(mp)
     mp.setattr(aws, "SESSION_FACTORY", Recording)
     try:
         with mock_aws():
@@ -97,10 +94,7 @@ def _enforced_audit(monkeypatch, actions: list[str]):
     import boto3
     from moto.core.authorization import enable_iam_authentication
 
-    for key, value in F.fake_credentials({}).items():
-        monkeypatch.setenv(key, value)
-    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(key, raising=False)
+    F.use_fake_credentials(monkeypatch)
     with mock_aws():
         ids = F.seed_bad()
         iam = boto3.client("iam")

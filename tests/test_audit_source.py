@@ -17,10 +17,7 @@ from llm_affinity.checks.sources import aws, aws_build as B
 
 @pytest.fixture
 def account(monkeypatch):
-    for key, value in F.fake_credentials({}).items():
-        monkeypatch.setenv(key, value)
-    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(key, raising=False)
+    F.use_fake_credentials(monkeypatch)
     with mock_aws():
         yield
 
