@@ -19,6 +19,12 @@ from . import __version__
 EXIT_OK, EXIT_FINDINGS, EXIT_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
 FAIL_ON = {"error": 3, "warning": 2, "info": 1, "never": 99}
 FORMATS = ("text", "json", "sarif", "junit")
+EVIDENCE_COMMANDS = {
+    "probe": "llm_affinity.evidence.cli_probe",
+    "sli": "llm_affinity.evidence.cli_sli",
+    "simulate": "llm_affinity.evidence.cli_simulate",
+    "recommend": "llm_affinity.evidence.cli_recommend",
+}
 
 
 class UsageError(Exception):
@@ -62,6 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     rules = sub.add_parser("rules", help="list the rule catalogue")
     rules.add_argument("--format", "-f", choices=("text", "json"), default="text")
+
+    # The evidence commands (probe, sli, simulate, recommend) each own their flags and their
+    # run() in one module of llm_affinity.evidence; those modules import nothing heavy at the
+    # top, so building the parser stays fast.
+    import importlib
+
+    for name, module in EVIDENCE_COMMANDS.items():
+        mod = importlib.import_module(module)
+        cmd = sub.add_parser(name, help=mod.HELP, description=mod.DESCRIPTION)
+        mod.add_arguments(cmd)
+        cmd.set_defaults(_run=mod.run)
     return parser
 
 
@@ -76,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_rules(args)
         if args.command == "lint":
             return _cmd_lint(args)
+        if args.command in EVIDENCE_COMMANDS:
+            return args._run(args)
         return _cmd_audit(args)
     except UsageError as exc:
         _say(str(exc))
