@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import threading
 import time
 import zlib
@@ -127,9 +128,18 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.engine.served_by:
             self.send_header("X-Served-By", self.server.engine.instance_id)
 
+    def _authorized(self) -> bool:
+        key = self.server.engine.api_key
+        if key is None or self.headers.get("Authorization") == f"Bearer {key}":
+            return True
+        self._send_json(401, {"error": {"message": "invalid API key", "type": "AuthenticationError"}})
+        return False
+
     def do_GET(self) -> None:  # noqa: N802
         engine = self.server.engine
         path = urlsplit(self.path).path
+        if path.startswith("/v1/") and not self._authorized():
+            return
         if path == "/v1/models":
             self._send_json(200, {"object": "list", "data": [
                 {"id": engine.model, "object": "model", "created": 0, "owned_by": "lab"}]})
@@ -151,6 +161,8 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if not self._authorized():
+            return
         if parts.path != "/v1/chat/completions":
             self._send_json(404, {"error": {"message": f"no route {parts.path}", "type": "NotFound"}})
             return
@@ -214,7 +226,12 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 256  # many sessions connect at once; the default 5 drops SYNs (1 s retries)
     engine: "StubEngine"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # clients hanging up are normal
+            super().handle_error(request, client_address)
 
 
 class StubEngine:
@@ -226,7 +243,7 @@ class StubEngine:
     def __init__(self, instance_id: str, *, block_size: int = 16, capacity_blocks: int = 4096,
                  ttft_base_s: float = 0.001, ttft_per_token_s: float = 0.00002, inter_token_s: float = 0.0,
                  served_by: bool = True, usage_details: bool = True, session_header: str = "X-Session-Id",
-                 session_query: str | None = None, model: str = MODEL) -> None:
+                 session_query: str | None = None, model: str = MODEL, api_key: str | None = None) -> None:
         self.instance_id = instance_id
         self.cache = PrefixCache(block_size, capacity_blocks)
         self.ttft_base_s = ttft_base_s
@@ -237,6 +254,7 @@ class StubEngine:
         self.session_header = session_header
         self.session_query = session_query
         self.model = model
+        self.api_key = api_key
         self.served: list[Served] = []
         self._lock = threading.Lock()
         self._ids = 0

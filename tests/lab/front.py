@@ -32,6 +32,7 @@ import json
 import os
 import secrets
 import shutil
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -206,7 +207,12 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 256  # many sessions connect at once; the default 5 drops SYNs (1 s retries)
     front: "AlbFront"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # clients hanging up are normal
+            super().handle_error(request, client_address)
 
 
 class AlbFront:
