@@ -4,16 +4,18 @@ emulated ALB (sticky, round robin, shared cookies) and the construct's real ngin
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from lab import Lab, instance_id
+from lab import Lab, instance_id, parse_log_line, parse_time
 from llm_affinity.cli import main
 from llm_affinity.evidence.probe import warm_hit_rate
-from llm_affinity.evidence.report import RECORD_KEYS, REPORT_KEYS
+from llm_affinity.evidence.report import RECORD_KEYS, REPORT_KEYS, Record, build_report
 
 BLOCK = 16  # the lab engines' block size
 
@@ -184,15 +186,38 @@ def test_session_query_reaches_the_alb_access_log(tmp_path, capsys):
         code, report, _ = probe_json(capsys, lab.base_url, "--sessions", "3", "--turns", "2",
                                      "--session-query", "llm_session")
         log = lab.alb_log_path.read_text().splitlines()
-        front = list(lab.front.served)
+        front_sessions = {r.session for r in lab.front_records()}
     assert code == 0
-    chat = [line for line in log if "/chat/completions" in line]
+    chat = [parse_log_line(line)["request"] for line in log if "/chat/completions" in line]
     assert len(chat) == 6
-    assert all('/v1/chat/completions?llm_session=probe-' in line for line in chat)
-    assert sorted({r.session for r in front if r.session}) == sorted({f"probe-{s}" for s in
-                                                                       {r.session.split("-", 1)[1] for r in front
-                                                                        if r.session}})
-    assert len({r.session for r in front if r.session}) == 3
+    sessions = {re.fullmatch(r"POST http://127\.0\.0\.1:\d+/v1/chat/completions\?llm_session=(probe-[0-9a-f]{6}-"
+                             r"000[0-2]) HTTP/1\.1", request).group(1) for request in chat}
+    assert len(sessions) == 3 and front_sessions == sessions | {None}  # None: the GET /models
+
+
+def test_alb_access_log_agrees_with_the_probe_telemetry(tmp_path, capsys):
+    """The same traffic seen from the client (probe telemetry) and from the ALB access log
+    (session from the query key, instance from target:port, time = request_creation_time)."""
+    raw = tmp_path / "raw.jsonl"
+    with Lab(tmp_path / "lab", instances=3, stickiness=None, session_query="llm_session") as lab:
+        code, report, _ = probe_json(capsys, lab.base_url, "--sessions", "6", "--turns", "5",
+                                     "--session-query", "llm_session", "--raw", str(raw))
+        lines = lab.alb_log_path.read_text().splitlines()
+        targets = lab.targets
+        front = build_report([r for r in lab.front_records() if r.session], source="front")  # not GET /models
+    assert code == 0
+    records = []
+    for line in lines:
+        f = parse_log_line(line)
+        query = parse_qs(urlsplit(f["request"].split(" ")[1]).query)
+        if "llm_session" in query:
+            records.append(Record(ts=parse_time(f["request_creation_time"]), session=query["llm_session"][0],
+                                  instance=targets[f["target:port"]]))
+    alb = build_report(records, source="alb")
+    telemetry = build_report([Record(**r) for r in read_raw(raw)], source="raw")
+    assert 0.1 < report["stability"] < 0.6  # round robin: a non-trivial figure to agree on
+    for key in ("sessions", "requests", "stability", "moves_per_session", "instances", "imbalance"):
+        assert alb[key] == telemetry[key] == report[key] == front[key], key
 
 
 def test_api_key_from_flag_and_environment(tmp_path, capsys, monkeypatch):

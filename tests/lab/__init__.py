@@ -4,7 +4,9 @@
         run probe against lab.base_url
         lab.alb_log_path           # ALB access log of that traffic (documented format)
         lab.truth_records()        # what the engines served: Record list (ground truth)
+        lab.front_records()        # what the front saw (what an ALB-log reader must rebuild)
         lab.targets                # {"127.0.0.1:PORT": instance id}, how log targets map to instances
+        parse_log_line(line)       # the lab's own reader of one access-log line (a test oracle)
 
 Stickiness ``None`` is the plain round-robin front. Everything binds 127.0.0.1 only; tests stay
 fast with the default tiny sleeps.
@@ -18,7 +20,7 @@ from typing import Any
 from llm_affinity.evidence.report import Record, build_report
 
 from .engine import MODEL, PrefixCache, StubEngine, chat_tokens
-from .front import AlbFront, Target
+from .front import FIELD_NAMES, AlbFront, Target, parse_log_line, parse_time
 from .nginx import NginxProxy, lab_nginx_config
 
 
@@ -81,6 +83,20 @@ class Lab:
     def truth_report(self, **kwargs: Any) -> dict[str, Any]:
         return build_report(self.truth_records(), source="lab ground truth", **kwargs)
 
+    def front_records(self) -> list[Record]:
+        """Every request as the front saw it — what an ALB access-log reader should rebuild:
+        ts = request creation time, session from the query key (or header), instance = the
+        target's instance id, turn = the request's rank within its session, status = ELB status."""
+        assert self.front is not None
+        out, seen = [], {}
+        for r in sorted(self.front.served, key=lambda r: r.request_creation_time):
+            turn = None
+            if r.session is not None:
+                turn = seen[r.session] = seen.get(r.session, 0) + 1
+            out.append(Record(ts=r.request_creation_time, session=r.session, turn=turn, instance=r.instance,
+                              status=r.elb_status))
+        return out
+
     def stop_instance(self, iid: str) -> None:
         """Deregister one target at the front (its sessions get re-pinned)."""
         assert self.front is not None
@@ -102,4 +118,4 @@ class Lab:
 
 
 __all__ = ["Lab", "StubEngine", "PrefixCache", "AlbFront", "Target", "NginxProxy", "lab_nginx_config",
-           "chat_tokens", "instance_id", "MODEL"]
+           "chat_tokens", "instance_id", "MODEL", "FIELD_NAMES", "parse_log_line", "parse_time"]

@@ -30,6 +30,7 @@ import http.client
 import itertools
 import json
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -49,6 +50,28 @@ COOKIE_EXPIRY_S = 7 * 24 * 3600
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer", "upgrade",
         "proxy-connection"}
 _KEY = secrets.token_bytes(16)
+#: The documented access-log fields, in order (AWS may append more: readers must ignore extras).
+FIELD_NAMES = tuple(
+    "type time elb client:port target:port request_processing_time target_processing_time "
+    "response_processing_time elb_status_code target_status_code received_bytes sent_bytes request "
+    "user_agent ssl_cipher ssl_protocol target_group_arn trace_id domain_name chosen_cert_arn "
+    "matched_rule_priority request_creation_time actions_executed redirect_url error_reason "
+    "target:port_list target_status_code_list classification classification_reason conn_trace_id".split())
+_FIELD = re.compile(r'"[^"]*"|\S+')
+
+
+def parse_log_line(line: str) -> dict[str, str]:
+    """The lab's own reader of one access-log line (an oracle for tests, independent of the
+    product's reader): field name -> raw value with quotes removed; extra trailing fields dropped."""
+    values = [v[1:-1] if v.startswith('"') else v for v in _FIELD.findall(line)]
+    if len(values) < len(FIELD_NAMES):
+        raise ValueError(f"{len(values)} fields, expected at least {len(FIELD_NAMES)}")
+    return dict(zip(FIELD_NAMES, values))
+
+
+def parse_time(text: str) -> float:
+    """Epoch seconds of an access-log timestamp such as 2026-12-01T04:55:07.286000Z."""
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
 
 
 @dataclass
