@@ -135,9 +135,13 @@ def run(args: argparse.Namespace) -> int:
         writer = TelemetryWriter(args.raw)
     bar = None
     if sys.stderr.isatty():
+        import shutil
+
         from tqdm import tqdm
 
-        bar = tqdm(total=cfg.sessions * cfg.turns, unit="req", desc="probe", file=sys.stderr, leave=False)
+        # A terminal that reports no size (some ptys) would get a zero-width bar: fall back to 80.
+        bar = tqdm(total=cfg.sessions * cfg.turns, unit="req", desc="probe", file=sys.stderr, leave=False,
+                   ncols=shutil.get_terminal_size().columns)
     try:
         result = run_probe(cfg, on_record=writer.write if writer else None,
                            on_progress=bar.update if bar is not None else None)
