@@ -258,14 +258,49 @@ class _Html(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture()
-def html_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Html)
+class _BadStream(BaseHTTPRequestHandler):
+    """Answers chat completions with an event stream whose data is not OpenAI chunks."""
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = b"data: hello\n\ndata: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def _serve(handler):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    return server
+
+
+@pytest.fixture()
+def html_server():
+    server = _serve(_Html)
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     server.shutdown()
     server.server_close()
+
+
+def test_a_stream_of_something_else_is_an_endpoint_failure(capsys):
+    server = _serve(_BadStream)
+    try:
+        code, report, err = probe_json(capsys, f"http://127.0.0.1:{server.server_address[1]}/v1", "--model", "m",
+                                       "--sessions", "2", "--turns", "2")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 2
+    assert [e["message"] for e in report["errors"]] == [
+        "not an OpenAI-compatible stream (Expecting value: line 1 column 1 (char 0))"] * 2
+    assert len(err) == 1
 
 
 def test_non_openai_endpoint_exits_2_with_one_line(html_server, capsys, tmp_path):

@@ -178,25 +178,32 @@ def _read_stream(resp: Any, started: float) -> tuple[float | None, list[str], di
     parts: list[str] = []
     usage = None
     done = False
+    chunks = 0
     for data in _sse_data(resp):
         if done or data == b"[DONE]":
             done = True  # keep reading to the end (see _sse_data)
             continue
         chunk = json.loads(data)
+        chunks += 1
         if not isinstance(chunk, dict):
             raise ValueError("a stream chunk is not a JSON object")
         if "error" in chunk and "choices" not in chunk:
             err = chunk["error"]
             message = err.get("message", err) if isinstance(err, dict) else err
             raise ValueError("error in stream: " + _snippet(str(message)))
-        for choice in chunk.get("choices") or ():
-            content = (choice.get("delta") or {}).get("content")
-            if content:
-                if ttft is None:
-                    ttft = (time.perf_counter() - started) * 1000.0
-                parts.append(content)
+        try:
+            for choice in chunk.get("choices") or ():
+                content = (choice.get("delta") or {}).get("content")
+                if content:
+                    if ttft is None:
+                        ttft = (time.perf_counter() - started) * 1000.0
+                    parts.append(str(content))
+        except (AttributeError, TypeError):
+            raise ValueError("a stream chunk has no choices[].delta") from None
         if chunk.get("usage"):
             usage = chunk["usage"]
+    if not chunks:
+        raise ValueError("no data chunk in the stream")
     return ttft, parts, usage
 
 
@@ -246,14 +253,11 @@ def _request(client: Any, cfg: ProbeConfig, model: str, session_id: str, turn: i
     return _Outcome(record, "".join(parts), None, usage_seen, cached_seen)
 
 
-class _NoCookies:
-    """A cookie policy that accepts nothing (``--cookies none``)."""
+def _jar_accepting_nothing() -> Any:
+    """The cookie jar of ``--cookies none``: its policy allows no domain."""
+    import http.cookiejar
 
-    @staticmethod
-    def jar() -> Any:
-        import http.cookiejar
-
-        return http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+    return http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
 
 
 def run_probe(cfg: ProbeConfig, *, on_record: Callable[[Record], None] | None = None,
@@ -271,7 +275,7 @@ def run_probe(cfg: ProbeConfig, *, on_record: Callable[[Record], None] | None = 
                                     limits=httpx.Limits(max_connections=workers, max_keepalive_connections=workers))
     timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
     shared = httpx.Client(transport=transport, timeout=timeout,
-                          cookies=_NoCookies.jar() if cfg.cookies == "none" else None)
+                          cookies=_jar_accepting_nothing() if cfg.cookies == "none" else None)
     run_id = f"{cfg.seed:06x}" if cfg.seed is not None else secrets.token_hex(3)
     lock = threading.Lock()
     try:
@@ -281,6 +285,8 @@ def run_probe(cfg: ProbeConfig, *, on_record: Callable[[Record], None] | None = 
         system = system_prompt(cfg)
         counts = {"ok": 0, "instance": 0, "usage": 0, "cached": 0}
 
+        stop = threading.Event()  # set on Ctrl-C: sessions start no new turn
+
         def session(index: int) -> None:
             session_id = f"probe-{run_id}-{index:04d}"
             own = cfg.cookies == "per-session"
@@ -289,7 +295,9 @@ def run_probe(cfg: ProbeConfig, *, on_record: Callable[[Record], None] | None = 
             done = 0
             for turn in range(1, cfg.turns + 1):
                 if turn > 1 and cfg.think_time_s:
-                    time.sleep(cfg.think_time_s)
+                    stop.wait(cfg.think_time_s)
+                if stop.is_set():
+                    return
                 messages.append({"role": "user", "content": user_message(cfg, run_id, session_id, index, turn)})
                 out = _request(client, cfg, model, session_id, turn, messages)
                 with lock:
@@ -312,9 +320,15 @@ def run_probe(cfg: ProbeConfig, *, on_record: Callable[[Record], None] | None = 
             if on_progress is not None and done < cfg.turns:
                 on_progress(cfg.turns - done)
 
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="probe") as pool:
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="probe")
+        try:
             for future in [pool.submit(session, i) for i in range(cfg.sessions)]:
                 future.result()
+        except BaseException:
+            stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
         result.hints = _hints(cfg, counts)
         return result
     finally:
