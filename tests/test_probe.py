@@ -181,6 +181,26 @@ def test_missing_cached_tokens_is_null_with_one_hint(tmp_path, capsys):
     assert err[1].startswith("llm-affinity: expectation not met: hit rate unknown")
 
 
+def test_missing_usage_is_null_with_one_hint(tmp_path, capsys):
+    with Lab(tmp_path / "lab", instances=2, stream_usage=False) as lab:
+        code, report, err = probe_json(capsys, lab.base_url, "--sessions", "2", "--turns", "2")
+    assert code == 0
+    assert [(t["prompt_tokens"], t["cached_tokens"], t["hit_rate"]) for t in report["per_turn"]] == [(None,) * 3] * 2
+    assert report["stability"] == 1.0 and report["per_turn"][0]["ttft_p50_ms"] > 0
+    assert err == ["llm-affinity: hint: no response carried usage: token counts are null; the endpoint must honour "
+                   "stream_options.include_usage (vLLM does)"]
+
+
+def test_session_by_query_key_only(tmp_path, capsys):
+    with Lab(tmp_path / "lab", instances=2, session_query="sid") as lab:
+        code, _, _ = probe_json(capsys, lab.base_url, "--sessions", "2", "--turns", "2", "--session-header", "",
+                                "--session-query", "sid")
+        served = [s for e in lab.engines for s in e.served]
+    assert code == 0
+    assert sorted((s.session.rsplit("-", 1)[1], s.turn, s.session_source) for s in served) == [
+        ("0000", 1, "query"), ("0000", 2, "query"), ("0001", 1, "query"), ("0001", 2, "query")]
+
+
 def test_session_query_reaches_the_alb_access_log(tmp_path, capsys):
     with Lab(tmp_path / "lab", instances=2, session_query="llm_session") as lab:
         code, report, _ = probe_json(capsys, lab.base_url, "--sessions", "3", "--turns", "2",

@@ -105,6 +105,7 @@ class Served:
     turn: int
     prompt_tokens: int
     cached_tokens: int
+    session_source: str | None = None  # "header" or "query"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -174,12 +175,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": {"message": "messages required", "type": "BadRequestError"}})
             return
         session = self.headers.get(engine.session_header)
+        source = "header" if session is not None else None
         if session is None and engine.session_query:
             session = (parse_qs(parts.query).get(engine.session_query) or [None])[0]
+            source = "query" if session is not None else None
         tokens = chat_tokens(messages)
         cached = engine.cache.admit(tokens)
         turn = sum(1 for m in messages if m.get("role") == "user")
-        engine.record(Served(arrived, engine.instance_id, session, turn, len(tokens), cached))
+        engine.record(Served(arrived, engine.instance_id, session, turn, len(tokens), cached, source))
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         rng = random.Random(zlib.crc32(" ".join(tokens[-64:]).encode()))
         words = [f"w{rng.randrange(10000)}" for _ in range(max_tokens)]
@@ -217,7 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
             last = i == len(words) - 1
             event({**base, "choices": [{"index": 0, "delta": {"content": text},
                                         "finish_reason": "length" if last else None}]})
-        if include_usage:
+        if include_usage and engine.stream_usage:
             event({**base, "choices": [], "usage": usage})
         event(b"[DONE]")
         self.wfile.write(b"0\r\n\r\n")
@@ -242,7 +245,8 @@ class StubEngine:
 
     def __init__(self, instance_id: str, *, block_size: int = 16, capacity_blocks: int = 4096,
                  ttft_base_s: float = 0.001, ttft_per_token_s: float = 0.00002, inter_token_s: float = 0.0,
-                 served_by: bool = True, usage_details: bool = True, session_header: str = "X-Session-Id",
+                 served_by: bool = True, usage_details: bool = True, stream_usage: bool = True,
+                 session_header: str = "X-Session-Id",
                  session_query: str | None = None, model: str = MODEL, api_key: str | None = None) -> None:
         self.instance_id = instance_id
         self.cache = PrefixCache(block_size, capacity_blocks)
@@ -251,6 +255,7 @@ class StubEngine:
         self.inter_token_s = inter_token_s
         self.served_by = served_by
         self.usage_details = usage_details
+        self.stream_usage = stream_usage  # False: ignore stream_options.include_usage (an older server)
         self.session_header = session_header
         self.session_query = session_query
         self.model = model
