@@ -404,3 +404,17 @@ def test_a_session_stops_at_its_first_failed_request(tmp_path, capsys):
                                                                                      "</h1></body></html>"] * 2
     assert err == ["llm-affinity: error: " + report["errors"][0]["input"] + " (and 1 more): HTTP 503: <html><body>"
                    "<h1>503</h1></body></html>"]
+
+
+def test_progress_counts_every_planned_request_even_when_sessions_stop_early(tmp_path):
+    from llm_affinity.evidence.probe import ProbeConfig, run_probe
+
+    ticks: list[int] = []
+    with Lab(tmp_path / "lab", instances=1) as lab:
+        ok = run_probe(ProbeConfig(lab.base_url, sessions=2, turns=3), on_progress=ticks.append)
+        assert (sum(ticks), len(ok.records), ok.errors) == (6, 6, [])
+        lab.stop_instance(instance_id(1))
+        ticks.clear()
+        failed = run_probe(ProbeConfig(lab.base_url, sessions=2, turns=3, model="m"), on_progress=ticks.append)
+    assert (sum(ticks), len(failed.records)) == (6, 2)
+    assert [e["input"][-6:] for e in failed.errors] == ["turn 1", "turn 1"]

@@ -271,7 +271,7 @@ def run_probe(cfg: ProbeConfig, *, on_record: Callable[[Record], None] | None = 
 
     workers = cfg.concurrency or cfg.sessions
     # Certificates are loaded (~20 ms) only for https; requests never follow redirects.
-    transport = httpx.HTTPTransport(verify=cfg.base_url.startswith("https:"),
+    transport = httpx.HTTPTransport(verify=urlsplit(cfg.base_url).scheme == "https",
                                     limits=httpx.Limits(max_connections=workers, max_keepalive_connections=workers))
     timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
     shared = httpx.Client(transport=transport, timeout=timeout,
@@ -292,7 +292,6 @@ def run_probe(cfg: ProbeConfig, *, on_record: Callable[[Record], None] | None = 
             own = cfg.cookies == "per-session"
             client = httpx.Client(transport=transport, timeout=timeout) if own else shared
             messages = [{"role": "system", "content": system}]
-            done = 0
             for turn in range(1, cfg.turns + 1):
                 if turn > 1 and cfg.think_time_s:
                     stop.wait(cfg.think_time_s)
@@ -309,16 +308,13 @@ def run_probe(cfg: ProbeConfig, *, on_record: Callable[[Record], None] | None = 
                         counts["cached"] += out.cached_seen
                     else:
                         result.errors.append({"input": f"{session_id} turn {turn}", "message": out.error})
-                if on_record is not None:
-                    on_record(out.record)
-                done += 1
-                if on_progress is not None:
-                    on_progress(1)
+                    if on_record is not None:
+                        on_record(out.record)
+                    if on_progress is not None:
+                        on_progress(1 if out.answer is not None or turn == cfg.turns else 1 + cfg.turns - turn)
                 if out.answer is None:
                     break
                 messages.append({"role": "assistant", "content": out.answer})
-            if on_progress is not None and done < cfg.turns:
-                on_progress(cfg.turns - done)
 
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="probe")
         try:
@@ -329,6 +325,7 @@ def run_probe(cfg: ProbeConfig, *, on_record: Callable[[Record], None] | None = 
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown()
+        result.errors.sort(key=lambda e: e["input"])  # a stable order, whatever the thread timing
         result.hints = _hints(cfg, counts)
         return result
     finally:
