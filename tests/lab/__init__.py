@@ -65,7 +65,9 @@ class Lab:
 
     @property
     def alb_log_path(self) -> Path:
+        """The access log, once every request in flight has been logged."""
         assert self.front is not None
+        self.front.settle()
         return self.front.log_path
 
     @property
@@ -88,6 +90,7 @@ class Lab:
         ts = request creation time, session from the query key (or header), instance = the
         target's instance id, turn = the request's rank within its session, status = ELB status."""
         assert self.front is not None
+        self.front.settle()
         out, seen = [], {}
         for r in sorted(self.front.served, key=lambda r: r.request_creation_time):
             turn = None

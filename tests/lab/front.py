@@ -166,6 +166,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _proxy(self) -> None:
         front = self.server.front
+        with front._lock:
+            front._active += 1
+        try:
+            self._proxy_and_log(front)
+        finally:
+            with front._lock:
+                front._active -= 1
+                front._idle.notify_all()
+
+    def _proxy_and_log(self, front: "AlbFront") -> None:
         received = time.time()
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
@@ -257,6 +267,10 @@ class AlbFront:
         self.log_path = Path(log_path)
         self.served: list[FrontRecord] = []
         self._lock = threading.Lock()
+        # Requests accepted but not yet logged: a real ALB writes the line after the response,
+        # so readers wait for this to reach zero (settle()) before they read the log.
+        self._active = 0
+        self._idle = threading.Condition(self._lock)
         self._rr = itertools.count()
         self._log = open(self.log_path, "a", encoding="utf-8", buffering=1)
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -360,8 +374,14 @@ class AlbFront:
             self._log.write(line)
             self.served.append(record)
 
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait until every accepted request has been logged (bounded by ``timeout``)."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._active == 0, timeout=timeout)
+
     def export_gz(self, root: str | os.PathLike, account: str = "123456789012", region: str = "us-east-1") -> Path:
         """The log as ALB delivers it: ``root/AWSLogs/ACCOUNT/elasticloadbalancing/REGION/Y/M/D/…log.gz``."""
+        self.settle()
         self._log.flush()
         now = datetime.now(timezone.utc)
         folder = Path(root) / "AWSLogs" / account / "elasticloadbalancing" / region / now.strftime("%Y/%m/%d")
