@@ -89,8 +89,10 @@ def endpoint_url_problem(url: str) -> str | None:
         parts.port  # noqa: B018 - raises ValueError for a bad port
     except ValueError as exc:
         return f"not a URL ({exc})"
+    if not parts.scheme or not parts.netloc:
+        return "not a URL: no http:// or https:// in front" if "://" not in url else "no host name"
     if parts.scheme not in ("http", "https"):
-        return f"unsupported scheme {parts.scheme + '://' if parts.scheme else '(none)'}; use http:// or https://"
+        return f"unsupported scheme {parts.scheme}://; use http:// or https://"
     if not parts.hostname:
         return "no host name"
     return None
@@ -121,7 +123,7 @@ class _Coverage:
         self.not_needed = False
         self.skip_reason: str | None = None
         self.note: str | None = None  # replaces the message of an "unavailable" entry
-        self.problems: dict[tuple[str, str, str], list] = {}  # group → [count, message]
+        self.problems: dict[tuple, list] = {}  # group → [count, message]
         self.lock = threading.Lock()
 
     @property
@@ -135,9 +137,9 @@ class _Coverage:
     def fail(self, exc: BaseException, fatal: bool, what: str | None = None) -> None:
         status, message = classify(exc, MAX_ATTEMPTS)
         if isinstance(exc, bexc.ClientError):
-            group = (status, getattr(exc, "operation_name", ""), str(exc.response.get("Error", {}).get("Code")))
+            group = (status, getattr(exc, "operation_name", ""), str(exc.response.get("Error", {}).get("Code")), what)
         else:
-            group = (status, type(exc).__name__, "")
+            group = (status, type(exc).__name__, "", what)
         with self.lock:
             if fatal and (self.fatal is None or STATUS_RANK[status] > STATUS_RANK[self.fatal]):
                 self.fatal, self.fatal_exc = status, exc
@@ -312,38 +314,9 @@ class _Audit:
         tg_attr_f = {tg["TargetGroupArn"]: self.submit(tg_attrs, tg) for tg in tgs}
         tag_f = [(batch, self.submit(tags_of, batch)) for batch in batches]
 
-        tags: dict[str, dict] = {}
-        for batch, fut in tag_f:
-            try:
-                tags.update(self.wait(fut))
-            except Exception as exc:
-                cov.fail(exc, fatal=False, what=f"tags of {len(batch)} resources unread")
-
-        gone: set[str] = set()
-
-        def attrs(arn: str, fut: Future) -> dict:
-            try:
-                return self.wait(fut)
-            except Exception as exc:
-                if _is_not_found(exc):
-                    gone.add(arn)
-                    return {}
-                cov.fail(exc, fatal=False)
-                return B.UnknownAttributes()
-
+        # listeners, then the rules of application load balancer listeners (first: a chain of
+        # calls, started while the attribute calls submitted above run)
         lb_by_arn = {lb["LoadBalancerArn"]: lb for lb in lbs}
-        for lb in lbs:
-            arn = lb["LoadBalancerArn"]
-            a = attrs(arn, lb_attr_f[arn])
-            if arn not in gone:
-                part.load_balancers.append(B.build_load_balancer(lb, a, tags.get(arn, {}), region))
-        for tg in tgs:
-            arn = tg["TargetGroupArn"]
-            a = attrs(arn, tg_attr_f[arn])
-            if arn not in gone:
-                part.target_groups.append(B.build_target_group(tg, a, tags.get(arn, {}), region))
-
-        # listeners, then the rules of application load balancer listeners
         listeners: list[dict] = []
         for arn, fut in listener_f.items():
             try:
@@ -372,6 +345,36 @@ class _Audit:
                 cov.fail(exc, fatal=False, what=f"tags of {len(batch)} listeners/rules unread")
             else:
                 more_tags.update(result)
+        tags: dict[str, dict] = {}
+        for batch, fut in tag_f:
+            try:
+                tags.update(self.wait(fut))
+            except Exception as exc:
+                cov.fail(exc, fatal=False, what=f"tags of {len(batch)} resources unread")
+
+        gone: set[str] = set()
+
+        def attrs(arn: str, fut: Future) -> dict:
+            try:
+                return self.wait(fut)
+            except Exception as exc:
+                if _is_not_found(exc):
+                    gone.add(arn)
+                    return {}
+                cov.fail(exc, fatal=False)
+                return B.UnknownAttributes()
+
+        for lb in lbs:
+            arn = lb["LoadBalancerArn"]
+            a = attrs(arn, lb_attr_f[arn])
+            if arn not in gone:
+                part.load_balancers.append(B.build_load_balancer(lb, a, tags.get(arn, {}), region))
+        for tg in tgs:
+            arn = tg["TargetGroupArn"]
+            a = attrs(arn, tg_attr_f[arn])
+            if arn not in gone:
+                part.target_groups.append(B.build_target_group(tg, a, tags.get(arn, {}), region))
+
         for ls in listeners:
             part.listeners.append(B.build_listener(ls, more_tags.get(ls["ListenerArn"], {}), region))
         for rule, ls in rules:
@@ -387,8 +390,11 @@ class _Audit:
             asgs = self.call(self.pages, a, "describe_auto_scaling_groups", "AutoScalingGroups")
         except Exception as exc:
             cov_asg.fail(exc, fatal=True)
-            cov_ec2.skip_reason = ("the launch templates to read are named by the Auto Scaling groups, "
-                                   "which could not be read")
+            if isinstance(exc, TimedOut):  # out of time for both
+                cov_ec2.fail(exc, fatal=True)
+            else:
+                cov_ec2.skip_reason = ("the launch templates to read are named by the Auto Scaling groups, "
+                                       "which could not be read")
             return part
         cov_asg.read()
         if not asgs:
@@ -669,7 +675,7 @@ def _read_all(audit: _Audit, regions, all_regions, default_region, progress, err
         audit.account = ident.get("Account")
     except Exception as exc:
         status, message = classify(exc, MAX_ATTEMPTS)
-        if status == "denied" or (status in ("unreachable", "timed-out") and audit.single_endpoint):
+        if status == "denied" or (status == "unreachable" and audit.single_endpoint):
             _fill_calls(audit, coverage)
             coverage["timed_out"] = deadline.expired()
             return give_up(f"{home}/sts", f"could not check: {message}")

@@ -42,6 +42,8 @@ NOTHING_MISSING = {"not-needed", "unavailable"}
 _HTML = re.compile(r"<\s*(!doctype|html|head|body|title|h1|p)\b", re.I)
 _TAG = re.compile(r"<[^>]*>")
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+_XML_CODE = re.compile(r"<Code>\s*([^<]+?)\s*</Code>")
+_XML_MESSAGE = re.compile(r"<Message>(.*?)</Message>", re.S)
 LINE_LIMIT = 300
 
 
@@ -78,7 +80,12 @@ def _client_error_text(exc: bexc.ClientError) -> tuple[str, str]:
     code = str(err.get("Code") or "Unknown")
     status = (exc.response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
     raw = str(err.get("Message") or exc)
-    if _HTML.search(raw):
+    inner = _XML_CODE.search(raw) if code.isdigit() else None
+    if inner:  # an XML error document under another protocol (a proxy, an emulator)
+        code = inner.group(1)
+        found = _XML_MESSAGE.search(raw)
+        message = f"{code}: {one_line(html.unescape(found.group(1))) if found else 'HTTP ' + str(status or '')}"
+    elif _HTML.search(raw):
         message = summarise_body(raw, status or (code if code.isdigit() else None))
     else:
         message = f"{code}: {one_line(raw)}"
@@ -111,8 +118,10 @@ def classify(exc: BaseException, attempts: int | None = None) -> tuple[str, str]
         return "unreachable", f"unreachable: {one_line(exc)}"
     if isinstance(exc, ResponseParserError):
         body = str(exc).split("\n", 1)[1] if "\n" in str(exc) else str(exc)
-        if body.startswith(("b'", 'b"')):
-            body = body[2:].encode("latin-1", "replace").decode("unicode_escape", "replace")
+        if body.startswith(("b'", 'b"')):  # botocore quotes the body as a bytes repr
+            quote = body[1]
+            body = body[2:-1] if body.endswith(quote) else body[2:]
+            body = body.encode("latin-1", "replace").decode("unicode_escape", "replace")
         return "error", f"not an AWS API answer: {summarise_body(body)}"
     if isinstance(exc, (bexc.UnknownEndpointError, bexc.UnknownRegionError)):
         return "unavailable", one_line(exc)
