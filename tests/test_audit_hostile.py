@@ -162,8 +162,8 @@ def test_messages_name_the_endpoint_of_the_region_asked(env, capsys):
     """No network (the resolver cannot be asked): eu-west-1/sts names eu-west-1's STS URL,
     although the identity is also asked in us-east-1; AgentCore stays "unreachable"."""
     def no_network(request, **_):
-        raise bexc.EndpointConnectionError(endpoint_url=request.url,
-                                           error=socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution"))
+        cause = socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        raise bexc.EndpointConnectionError(endpoint_url=request.url, error=cause)
 
     env.setattr(aws, "MAX_ATTEMPTS", 1)
     _session_with(env, **{"before-send": no_network})
@@ -216,7 +216,7 @@ def test_never_answering_endpoint_ends_within_the_deadline(silent):
     out = json.loads(proc.stdout)  # the report alone on stdout
     assert out["coverage"]["timed_out"] is True
     assert out["coverage"]["services"] == {f"us-east-1/{s}": "timed-out" for s in aws.SERVICES}
-    timed_out = "timed out: the audit's --timeout of 3 s ran out before it answered"
+    timed_out = "timed out: the audit's --timeout of 3 s ran out before this could be read"
     assert out["errors"] == (
         [{"input": "us-east-1/sts", "message": f"account id unknown: {timed_out}"}]
         + [{"input": f"us-east-1/{s}", "message": f"could not check: {timed_out}"} for s in sorted(aws.SERVICES)])
@@ -249,7 +249,7 @@ def test_detail_calls_that_hang_leave_a_partial_report(env):
     services = result.coverage["services"]
     assert services["us-east-1/elbv2"] == "partial" and services["us-east-1/autoscaling"] == "ok"
     (err,) = [e for e in result.errors if e.input == "us-east-1/elbv2"]
-    assert err.message == ("partly checked: timed out: the audit's --timeout of 2 s ran out before it answered "
+    assert err.message == ("partly checked: timed out: the audit's --timeout of 2 s ran out before this could be read "
                            "[7 resources]")
     assert ids["rule"] in {lis.id for lis in result.models[0].listeners}  # read while attributes hung
     tg = next(t for t in result.models[0].target_groups if t.id == ids["tg_sticky"])

@@ -413,7 +413,8 @@ def test_plain_http_client_telemetry(engine, tmp_path):
     base_url, _ = engine
     path = tmp_path / "t.jsonl"
     with lac.session_http_client("raw-1", telemetry=path) as http:
-        r = http.post(f"{base_url}/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "a b c"}]})
+        r = http.post(f"{base_url}/chat/completions",
+                      json={"model": "m", "messages": [{"role": "user", "content": "a b c"}]})
         assert r.json()["usage"]["prompt_tokens"] == 3
     (record,) = [json.loads(line) for line in path.read_text().splitlines()]
     assert (record["session"], record["turn"], record["prompt_tokens"], record["cached_tokens"]) == ("raw-1", 1, 3, 0)

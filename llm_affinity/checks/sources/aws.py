@@ -635,7 +635,9 @@ class _Phase:
 
     def __call__(self) -> str:
         audit = self.audit
-        head = f"{audit.deadline.elapsed():.0f} s, {sum(audit.calls.values())} API calls"
+        with audit._lock:  # the workers add to the counter meanwhile
+            calls = sum(audit.calls.values())
+        head = f"{audit.deadline.elapsed():.0f} s, {calls} API calls"
         if not self.covs:
             return f"{head}; {self.text}"
         waiting = [k for k in self.covs if k not in self.done]

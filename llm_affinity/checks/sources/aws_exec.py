@@ -39,7 +39,7 @@ class Deadline:
         return self.seconds is not None and self.elapsed() >= self.seconds
 
     def error(self) -> TimedOut:
-        return TimedOut(f"the audit's --timeout of {self.seconds:g} s ran out before it answered")
+        return TimedOut(f"the audit's --timeout of {self.seconds:g} s ran out before this could be read")
 
     def check(self) -> None:
         """Raise :class:`TimedOut` once the budget is spent (a call not yet sent is not sent)."""
@@ -114,10 +114,14 @@ class ProgressLines:
     def _run(self) -> None:
         while not self._stop.wait(self._every):
             try:
+                line = f"llm-affinity: audit: {self._status()}\n"
+            except Exception as exc:  # a status that cannot be told is still a sign of life
+                line = f"llm-affinity: audit: running ({type(exc).__name__})\n"
+            try:
                 stream = self._stream or sys.stderr
-                stream.write(f"llm-affinity: audit: {self._status()}\n")
+                stream.write(line)
                 stream.flush()
-            except Exception:  # a closed stderr must not break the audit
+            except (OSError, ValueError):  # a closed stderr must not break the audit
                 return
 
     def stop(self) -> None:
