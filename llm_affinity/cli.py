@@ -154,7 +154,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
     # a bad endpoint is a usage error before anything is sent (botocore would otherwise fail
     # late, differently for each scheme); AWS_ENDPOINT_URL is the same setting from the shell
-    for name, url in (("--endpoint-url", args.endpoint_url), ("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT_URL"))):
+    for name, url in (("--endpoint-url", args.endpoint_url), ("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT_URL") or None)):
         if url is not None and (problem := endpoint_url_problem(url)):
             raise UsageError(f"{name} {url!r}: {problem} (expected e.g. https://host or http://127.0.0.1:5000)")
 
