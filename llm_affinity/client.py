@@ -28,6 +28,7 @@ import os
 import re
 import threading
 import time
+import urllib.request
 import zlib
 from collections import OrderedDict
 from typing import Any, Callable, Iterator
@@ -100,12 +101,13 @@ def session_http_client(session_id: str | None = None, *, session_header: str | 
     ``telemetry``: see :class:`SessionClients` (the turn counts this client's requests)."""
     headers = _headers(httpx_kwargs, session_id, session_header, api_key)
     if telemetry is not None:
-        inner = httpx_kwargs.pop("transport", None) or httpx.HTTPTransport()
+        given = httpx_kwargs.pop("transport", None)
         counter = _Counter()
         writer, owned = _writer(telemetry)
         httpx_kwargs["transport"] = SessionTransport(
-            inner, session_id=session_id, next_turn=counter.next, writer=writer,
-            instance_header=instance_header, owns_writer=owned)
+            given, session_id=session_id, next_turn=counter.next, writer=writer,
+            instance_header=instance_header, owns_writer=owned,
+            env_proxies=given is None and httpx_kwargs.get("trust_env", True))
     return httpx.Client(headers=headers, timeout=timeout, **httpx_kwargs)
 
 
@@ -158,22 +160,38 @@ def _writer(telemetry: Any) -> tuple[Any, bool]:
     return TelemetryWriter(telemetry if callable(telemetry) else os.fspath(telemetry)), True
 
 
+def _env_proxy(url: httpx.URL) -> str | None:
+    """The proxy the environment (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY) names for
+    ``url``, as an httpx client with ``trust_env`` would use it; None for a direct connection."""
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(url.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass_environment(url.host, proxies):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
 class SessionTransport(httpx.BaseTransport):
     """Wraps one session's transport. It counts requests in flight (a response counts until its
     body is closed) so the pool never closes a connection under a running request: `retire()`
-    closes the inner transport at once when idle, otherwise when the last response closes. A
+    closes the inner transports at once when idle, otherwise when the last response closes. A
     request on a retired transport opens a fresh inner transport that is retired again as soon
     as it is idle, so a caller still holding an evicted client keeps working.
+
+    httpx ignores proxy environment variables once a client has its own transport, so with
+    ``env_proxies`` (the default when no inner transport is given) this transport routes each
+    request as httpx would: through the proxy the environment names for it, or directly.
 
     With a telemetry ``writer``, it also observes each POST (an inference request: GET /models
     is not a turn) and writes one record when the response is closed."""
 
-    def __init__(self, inner: httpx.BaseTransport, *, session_id: str | None = None,
+    def __init__(self, inner: httpx.BaseTransport | None = None, *, session_id: str | None = None,
                  next_turn: Callable[[], int] | None = None, writer: Any = None,
                  instance_header: str = DEFAULT_INSTANCE_HEADER, owns_writer: bool = False,
-                 make_inner: Callable[[], httpx.BaseTransport] = httpx.HTTPTransport) -> None:
-        self._inner: httpx.BaseTransport | None = inner
-        self._make_inner = make_inner
+                 env_proxies: bool | None = None) -> None:
+        self._env_proxies = inner is None if env_proxies is None else env_proxies
+        #: inner transports by proxy URL (None: direct); a given inner serves every request
+        self._inners: dict[str | None, httpx.BaseTransport] = {} if inner is None else {None: inner}
+        self._given = inner
         self._session = session_id
         self._next_turn = next_turn
         self._writer = writer
@@ -191,11 +209,25 @@ class SessionTransport(httpx.BaseTransport):
     def retired(self) -> bool:
         return self._retired
 
+    @property
+    def open_transports(self) -> int:
+        """Inner transports holding connections (0 once retired and idle)."""
+        return len(self._inners)
+
+    def _inner_for(self, request: httpx.Request) -> httpx.BaseTransport:
+        proxy = _env_proxy(request.url) if self._env_proxies else None
+        inner = self._inners.get(proxy)
+        if inner is None:  # first use, or used again after retirement
+            if self._given is not None and not self._env_proxies:
+                inner = self._given
+            else:
+                inner = httpx.HTTPTransport(proxy=proxy) if proxy else httpx.HTTPTransport()
+            self._inners[proxy] = inner
+        return inner
+
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         with self._lock:
-            if self._inner is None:  # used again after retirement
-                self._inner = self._make_inner()
-            inner = self._inner
+            inner = self._inner_for(request)
             self._in_flight += 1
         observe = self._writer is not None and request.method == "POST"
         ts = time.time()
@@ -224,23 +256,25 @@ class SessionTransport(httpx.BaseTransport):
             pass
 
     def _done(self) -> None:
-        close = None
         with self._lock:
             self._in_flight -= 1
-            if self._retired and self._in_flight == 0 and self._inner is not None:
-                close, self._inner = self._inner, None
-        if close is not None:
-            close.close()
+            close = self._take_if_idle()
+        for inner in close:
+            inner.close()
+
+    def _take_if_idle(self) -> list[httpx.BaseTransport]:
+        if not (self._retired and self._in_flight == 0):
+            return []
+        close, self._inners = list(self._inners.values()), {}
+        return close
 
     def retire(self) -> None:
         """Close the connections now if idle, else when the last running request finishes."""
-        close = None
         with self._lock:
             self._retired = True
-            if self._in_flight == 0 and self._inner is not None:
-                close, self._inner = self._inner, None
-        if close is not None:
-            close.close()
+            close = self._take_if_idle()
+        for inner in close:
+            inner.close()
 
     def close(self) -> None:  # httpx.Client.close()
         self.retire()
@@ -438,7 +472,7 @@ class SessionClients:
                 self._clients.move_to_end(session_id)
                 return entry[0]
             transport = SessionTransport(
-                httpx.HTTPTransport(), session_id=session_id,
+                session_id=session_id,
                 next_turn=lambda: self._next_turn(session_id), writer=self._writer,
                 instance_header=self._instance_header)
             http = session_http_client(session_id, session_header=self._header, transport=transport)

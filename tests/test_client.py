@@ -215,7 +215,7 @@ class _StubEngine(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         cls = type(self)
-        cls.seen.append({k.lower(): v for k, v in self.headers.items()})
+        cls.seen.append({k.lower(): v for k, v in self.headers.items()} | {":path": self.path})
         session = self.headers.get("X-Session-Id", "")
         prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
         cached = min(cls.last_prompt.get(session, 0), prompt)
@@ -280,15 +280,15 @@ def test_eviction_waits_for_the_request_in_flight(engine):
         assert clients.in_flight("s1") == 1
         clients.openai("s2")  # evicts s1
         assert len(clients) == 1 and clients.in_flight("s1") == 0  # s1 is no longer pooled
-        assert transport.retired and transport.in_flight == 1 and transport._inner is not None
+        assert transport.retired and transport.in_flight == 1 and transport.open_transports == 1
         handler.hold.set()
         text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         assert text == "hello"
-        assert transport.in_flight == 0 and transport._inner is None  # closed once finished
+        assert transport.in_flight == 0 and transport.open_transports == 0  # closed once finished
         handler.hold = None
         again = first.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
         assert again.choices[0].message.content == "hello"
-        assert transport._inner is None  # a one-off connection, closed again when idle
+        assert transport.open_transports == 0  # a one-off connection, closed again when idle
 
 
 def test_default_session_cap_follows_the_open_file_limit(monkeypatch):
@@ -418,3 +418,22 @@ def test_plain_http_client_telemetry(engine, tmp_path):
         assert r.json()["usage"]["prompt_tokens"] == 3
     (record,) = [json.loads(line) for line in path.read_text().splitlines()]
     assert (record["session"], record["turn"], record["prompt_tokens"], record["cached_tokens"]) == ("raw-1", 1, 3, 0)
+
+
+def test_proxy_environment_is_still_honoured(engine, monkeypatch):
+    """httpx drops env proxies once a client has its own transport; the session transport
+    routes as httpx would. The engine stands in for the proxy: the request reaches it in
+    absolute form for a host that does not even resolve."""
+    base_url, handler = engine
+    for key in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", base_url.removesuffix("/v1"))
+    got: list[dict] = []
+    with lac.SessionClients(base_url="http://llm.invalid/v1", telemetry=got.append, max_retries=0) as clients:
+        reply = clients.openai("s").chat.completions.create(model="m", messages=[{"role": "user", "content": "a"}])
+    assert reply.choices[0].message.content == "hello"
+    assert handler.seen[-1][":path"] == "http://llm.invalid/v1/chat/completions"
+    assert got[0]["status"] == 200
+    monkeypatch.setenv("NO_PROXY", "llm.invalid")
+    assert lac._env_proxy(httpx.URL("http://llm.invalid/v1")) is None
+    assert lac._env_proxy(httpx.URL("http://other.invalid/v1")) == base_url.removesuffix("/v1")
