@@ -573,6 +573,7 @@ def collect(regions: list[str] | None = None, all_regions: bool = False, profile
 
     def give_up(input_: str, message: str) -> AuditResult:
         errors.append(ModelError(input_, _one_line(message)))
+        coverage["timed_out"] = deadline.expired()
         coverage["duration_seconds"] = round(deadline.elapsed(), 3)
         return AuditResult([], errors, coverage, False)
 
@@ -679,7 +680,6 @@ def _read_all(audit: _Audit, regions, all_regions, default_region, progress, err
         status, message = classify(exc, MAX_ATTEMPTS)
         if status == "denied" or (status == "unreachable" and audit.single_endpoint):
             _fill_calls(audit, coverage)
-            coverage["timed_out"] = deadline.expired()
             return give_up(f"{home}/sts", f"could not check: {message}")
         errors.append(ModelError(f"{home}/sts", f"account id unknown: {message}"))
 
