@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--profile", help="AWS named profile")
     audit.add_argument("--endpoint-url", help="send every API call to this endpoint (e.g. a moto server)")
     audit.add_argument("--max-workers", type=int, default=16, help="concurrent API calls (default: 16)")
+    audit.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                       help="stop after SECONDS, report what was read and name what was not (default: 300)")
     _common(audit)
 
     rules = sub.add_parser("rules", help="list the rule catalogue")
@@ -145,18 +147,29 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     ignore = _ignored(args)
     if args.max_workers < 1:
         raise UsageError("--max-workers must be at least 1")
+    if not (args.timeout > 0 and args.timeout != float("inf")):
+        raise UsageError(f"--timeout {args.timeout:g}: must be a number of seconds above 0")
     from .checks.engine import evaluate, select_rules
-    from .checks.sources.aws import collect
+    from .checks.sources.aws import collect, endpoint_url_problem
 
-    progress = sys.stderr.isatty() and args.format == "text"
+    # a bad endpoint is a usage error before anything is sent (botocore would otherwise fail
+    # late, differently for each scheme); AWS_ENDPOINT_URL is the same setting from the shell
+    for name, url in (("--endpoint-url", args.endpoint_url), ("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT_URL") or None)):
+        if url is not None and (problem := endpoint_url_problem(url)):
+            raise UsageError(f"{name} {url!r}: {problem} (expected e.g. https://host or http://127.0.0.1:5000)")
+
+    # a bar on a terminal in text mode; on logs/CI (stderr not a terminal) a line every few
+    # seconds; stdout only ever carries the report
+    progress = ("bar" if args.format == "text" else False) if sys.stderr.isatty() else "lines"
     result = collect(regions=args.region or None, all_regions=args.all_regions, profile=args.profile,
-                     endpoint_url=args.endpoint_url, progress=progress, max_workers=args.max_workers)
+                     endpoint_url=args.endpoint_url, progress=progress, max_workers=args.max_workers,
+                     timeout=args.timeout)
     report = evaluate(result.models, select_rules(ignore))
     report.errors = list(result.errors)
-    # A service that AWS does not offer in a region (AgentCore in most of them) is listed in
-    # errors, but it is nothing we failed to read: it does not turn the exit code into 2.
+    # A service with nothing to read there (not offered in the region) is listed in errors for
+    # the record, but it is nothing we failed to read: it does not turn the exit code into 2.
     services = result.coverage.get("services", {}) if isinstance(result.coverage, dict) else {}
-    failed = [e for e in result.errors if services.get(e.input) != "unavailable"]
+    failed = [e for e in result.errors if services.get(e.input) not in ("unavailable", "not-needed")]
     report.inputs = sorted({*(m.scope for m in result.models)})
     report.extra_coverage = dict(result.coverage)
     return _finish(args, report, reached_any=result.reached_any, failed_inputs=len(failed))

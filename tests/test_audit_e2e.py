@@ -73,7 +73,8 @@ def test_cli_audits_a_bad_account(seeded):
     proc = _cli("--endpoint-url", seeded, "--region", "us-east-1", "--format", "json")
     assert proc.returncode == 1, proc.stderr
     out = json.loads(proc.stdout)  # nothing but the report on stdout
-    assert proc.stderr == ""  # no progress bar when not attached to a terminal
+    # no progress bar when not attached to a terminal: at most a status line every few seconds
+    assert all(line.startswith("llm-affinity: audit: ") for line in proc.stderr.splitlines())
     found = {(f["rule_id"], f["resource"]["id"]) for f in out["findings"]}
     for rid, key in F.EXPECTED_BAD:
         if key != "lt":

@@ -148,21 +148,51 @@ def test_launch_templates_denied(account):
     assert "FLEET003" not in {f.rule.id for f in evaluate([model]).findings}
 
 
-def test_gateway_api_missing_in_region(account):
-    F.seed_good()
-
+def _audit_without_gateway_endpoint(monkeypatch, errno: int):
+    """Audit us-east-1 where ListGateways cannot connect: DNS answered ``errno`` for the
+    AgentCore host name; every other service answers."""
     def no_endpoint(**_):
-        raise bexc.EndpointConnectionError(endpoint_url="https://bedrock-agentcore-control.sa-east-1.amazonaws.com/gateways/")
+        cause = socket.gaierror(errno, "injected resolver answer")
+        raise bexc.EndpointConnectionError(
+            endpoint_url="https://bedrock-agentcore-control.us-east-1.amazonaws.com/gateways/", error=cause)
 
-    account.setattr(aws, "MAX_ATTEMPTS", 1)
-    _inject(account, {"before-call.bedrock-agentcore-control.ListGateways": no_endpoint})
-    result = aws.collect(regions=["us-east-1"])
+    F.seed_good()
+    monkeypatch.setattr(aws, "MAX_ATTEMPTS", 1)
+    _inject(monkeypatch, {"before-call.bedrock-agentcore-control.ListGateways": no_endpoint})
+    return aws.collect(regions=["us-east-1"])
+
+
+def test_gateway_host_that_does_not_exist_in_dns_is_unavailable(account):
+    """botocore has no region list for AgentCore: "no such host" while the region's other
+    services answered is a fact (no endpoint there), not a guess."""
+    result = _audit_without_gateway_endpoint(account, socket.EAI_NONAME)
     assert result.coverage["services"]["us-east-1/bedrock-agentcore-control"] == "unavailable"
     (err,) = result.errors
     assert err.input == "us-east-1/bedrock-agentcore-control"
-    assert err.message.startswith("not available:") and "not offered in this region" in err.message
+    assert err.message == ("not available: bedrock-agentcore-control.us-east-1.amazonaws.com does not exist in DNS "
+                           "while the region's other services answered: bedrock-agentcore-control has no endpoint "
+                           "in us-east-1")
     assert "bedrock-agentcore-control" not in result.models[0].unreadable
     assert evaluate(result.models).findings == []
+
+
+def test_gateway_without_network_is_unreachable_not_unoffered(account):
+    """A resolver that cannot be asked (EAI_AGAIN: no network) proves nothing about the region."""
+    result = _audit_without_gateway_endpoint(account, socket.EAI_AGAIN)
+    assert result.coverage["services"]["us-east-1/bedrock-agentcore-control"] == "unreachable"
+    (err,) = result.errors
+    assert err.message == ('could not check: unreachable: Could not connect to the endpoint URL: '
+                           '"https://bedrock-agentcore-control.us-east-1.amazonaws.com/gateways/"')
+    assert "offered" not in err.message
+    assert "bedrock-agentcore-control" in result.models[0].unreadable
+
+
+def test_not_offered_comes_from_botocore_endpoint_data(env):
+    session = boto3.session.Session()
+    assert aws.offered(session, "elbv2", "eu-west-1", "aws") is True
+    assert aws.offered(session, "elbv2", "xx-nowhere-1", "aws") is False
+    # botocore has no region list for AgentCore: it cannot say "not offered"
+    assert aws.offered(session, "bedrock-agentcore-control", "eu-west-1", "aws") is None
 
 
 def test_expired_token_is_one_clear_error(account):

@@ -87,7 +87,7 @@ def test_all_regions_reads_every_enabled_region(recorded):
     assert {tg.location.region for tg in model.target_groups} == {"us-east-1", "eu-west-1"}
 
 
-def _enforced_audit(monkeypatch, actions: list[str]):
+def _enforced_audit(monkeypatch, actions: list[str], run=None):
     """Seed, create an IAM user holding only ``actions``, then audit as that user with moto's
     IAM enforcement on (moto checks CloudWatch as ``monitoring:*`` and cannot verify
     bedrock-agentcore-control signatures while enforcing: aws-facts.md G)."""
@@ -107,7 +107,7 @@ def _enforced_audit(monkeypatch, actions: list[str]):
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
         with enable_iam_authentication():
-            return ids, aws.collect(regions=["us-east-1"])
+            return ids, (run or (lambda: aws.collect(regions=["us-east-1"])))()
 
 
 def _shipped_actions() -> list[str]:
@@ -134,3 +134,35 @@ def test_missing_action_is_a_real_access_denied(monkeypatch):
     fired = {f.rule.id for f in report.findings}
     assert not fired & {"ALB001", "ALB002", "ALB003", "ALB004", "ALB005", "ALB006", "FLEET001", "FLEET004"}
     assert {"ALB009", "FLEET008"} <= fired  # what could be read is still judged
+
+
+def test_identity_alone_is_not_coverage(monkeypatch):
+    """A user allowed only sts:GetCallerIdentity: the identity call succeeds, every resource
+    service is denied, EC2 was never called (nothing said which launch templates to read), and
+    the audit says it could read nothing (exit 3), never "ok" or "0 resources, all clear"."""
+    _, result = _enforced_audit(monkeypatch, ["sts:GetCallerIdentity"])
+    assert result.coverage["account"] == F.ACCOUNT  # the identity call itself worked
+    services = result.coverage["services"]
+    # (moto rejects AgentCore's signature while enforcing: "denied" there too, for another reason)
+    assert services == {
+        "us-east-1/elbv2": "denied", "us-east-1/autoscaling": "denied", "us-east-1/ec2": "skipped",
+        "us-east-1/cloudwatch": "denied", "us-east-1/bedrock-agentcore-control": "denied"}
+    assert not any(op.startswith("ec2:") for op in result.coverage["operations"])
+    assert result.reached_any is False and result.models == []
+    by_input = {e.input: e.message for e in result.errors}
+    assert by_input["us-east-1/ec2"] == ("not checked: the launch templates to read are named by the Auto "
+                                         "Scaling groups, which could not be read")
+    assert by_input["us-east-1/elbv2"].startswith("could not check: DescribeLoadBalancers: AccessDenied")
+
+
+def test_identity_alone_exits_3_through_the_cli(monkeypatch, capsys):
+    from llm_affinity import cli
+
+    _, code = _enforced_audit(monkeypatch, ["sts:GetCallerIdentity"], run=lambda: cli.main(
+        ["audit", "--region", "us-east-1", "--format", "json"]))
+    out = json.loads(capsys.readouterr().out)
+    assert code == 3
+    assert out["findings"] == [] and out["coverage"]["resources_checked"] == 0
+    assert out["coverage"]["services"] == {
+        "us-east-1/elbv2": "denied", "us-east-1/autoscaling": "denied", "us-east-1/ec2": "skipped",
+        "us-east-1/cloudwatch": "denied", "us-east-1/bedrock-agentcore-control": "denied"}

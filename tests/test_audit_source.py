@@ -243,6 +243,26 @@ def test_call_counts_are_minimal(account):
     assert "ec2:DescribeLaunchTemplates" not in ops  # no Auto Scaling group, nothing to resolve
 
 
+@pytest.mark.parametrize("with_group", [False, True])
+def test_ec2_is_not_needed_without_a_launch_template_to_resolve(account, with_group):
+    """EC2 is "ok" only after an EC2 call succeeded: without any Auto Scaling group, or with
+    groups that launch from a launch configuration, nothing is read there ("not-needed")."""
+    c = F.Clients()
+    if with_group:
+        _, subnets = c.network()
+        c.autoscaling.create_launch_configuration(LaunchConfigurationName="lc", ImageId="ami-12345678",
+                                                  InstanceType="g5.xlarge")
+        c.asg("by-configuration", subnets, [], configuration="lc")
+    result = _collect()
+    assert result.coverage["services"] == {
+        "us-east-1/elbv2": "ok", "us-east-1/autoscaling": "ok", "us-east-1/ec2": "not-needed",
+        "us-east-1/cloudwatch": "ok", "us-east-1/bedrock-agentcore-control": "ok"}
+    assert not [op for op in result.coverage["operations"] if op.startswith("ec2:")]
+    assert result.errors == [] and result.reached_any
+    assert "ec2" not in result.models[0].unreadable
+    assert len(result.models[0].fleets) == int(with_group)
+
+
 # --- pure building blocks ------------------------------------------------------------------------
 
 

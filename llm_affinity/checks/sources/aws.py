@@ -8,14 +8,19 @@ one model per account that the same rules judge as a template.
 
 Only Describe*/List*/Get* calls are made (``policies/llm-affinity-audit.json`` lists them;
 ``tests/test_audit_readonly.py`` proves it). Every list call goes through a paginator; every
-call goes through one bounded thread pool (``max_workers``), and botocore retries throttling in
-``standard`` mode with connect/read timeouts.
+call goes through one bounded pool of daemon threads (``max_workers``); botocore retries in
+``adaptive`` mode, a few attempts, with connect/read timeouts; and one overall deadline
+(``timeout``) bounds the whole audit: past it, nothing more is sent, the audit reports what it
+read and names what it could not as ``timed-out``.
 
-Coverage, never a false finding: a service that was denied, throttled past the retries or
-unreachable in a region is recorded in ``coverage["services"]["<region>/<service>"]`` and as a
-:class:`ModelError`; its key goes into ``model.unreadable`` (``model.alarms_known`` is False
-when CloudWatch could not be read), so rules that need it stay silent. A single resource whose
-details could not be read keeps UNKNOWN values (an "unknown" entry, never a finding).
+Coverage, never a false finding, never a claim it did not earn: a service is ``ok`` only after
+a call to it succeeded; one with nothing to read is ``not-needed``; one that was denied,
+throttled past the retries, unreachable or timed out in a region is recorded in
+``coverage["services"]["<region>/<service>"]`` and as a :class:`ModelError`; its key goes into
+``model.unreadable`` (``model.alarms_known`` is False when CloudWatch could not be read), so
+rules that need it stay silent. A single resource whose details could not be read keeps
+UNKNOWN values (an "unknown" entry, never a finding). ``reached_any`` is True only when at
+least one resource service was read (the identity call alone is not coverage).
 Service keys: ``elbv2``, ``autoscaling``, ``ec2``, ``cloudwatch``, ``bedrock-agentcore-control``.
 """
 
@@ -24,11 +29,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
+from urllib.parse import urlsplit
 
 import boto3
 import botocore.exceptions as bexc
@@ -36,6 +41,11 @@ from botocore.config import Config
 
 from ..model import ROLE_TAG, Model, ModelError
 from . import aws_build as B
+from .aws_errors import NOTHING_MISSING, READ_STATUSES, STATUS_RANK, TimedOut, classify
+from .aws_errors import is_not_found as _is_not_found
+from .aws_errors import name_does_not_exist
+from .aws_errors import one_line as _one_line
+from .aws_exec import DaemonPool, Deadline, ProgressLines
 
 SERVICES = ("elbv2", "autoscaling", "ec2", "cloudwatch", "bedrock-agentcore-control")
 
@@ -53,80 +63,42 @@ IAM_PREFIX = {
 DEFAULT_REGION = "us-east-1"
 TAG_BATCH = 20  # elbv2 DescribeTags takes at most 20 ARNs
 LC_BATCH = 50  # DescribeLaunchConfigurations takes at most 50 names
-RETRY_MODE = "standard"
-MAX_ATTEMPTS = 5
+#: adaptive = standard retries (throttling, transient errors, timeouts) plus client-side rate
+#: limiting once throttled; 3 attempts keep a silent endpoint at ~3 x READ_TIMEOUT per call
+RETRY_MODE = "adaptive"
+MAX_ATTEMPTS = 3
 CONNECT_TIMEOUT = 5
-READ_TIMEOUT = 30
+READ_TIMEOUT = 20
+#: the whole audit (seconds); the CLI's --timeout
+DEFAULT_TIMEOUT = 300.0
+#: seconds between progress lines on a stderr that is not a terminal
+PROGRESS_EVERY = 5.0
+#: after the deadline, how long the readers get to assemble what their finished calls returned
+GRACE = 2.0
 
 #: How sessions are made (tests substitute a subclass that records or injects via event hooks).
 SESSION_FACTORY = boto3.session.Session
 
-# error classification -------------------------------------------------------------------------
 
-DENIED_CODES = {
-    "AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess",
-    "AuthorizationError", "Forbidden", "ForbiddenException", "AccessDeniedFault",
-}
-CREDENTIAL_CODES = {
-    "ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException",
-    "SignatureDoesNotMatch", "AuthFailure", "InvalidToken", "RequestExpired", "IncompleteSignature",
-    "MissingAuthenticationToken", "InvalidAccessKeyId", "InvalidSignatureException",
-}
-THROTTLE_CODES = {
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded",
-    "TooManyRequestsException", "RequestThrottled", "RequestThrottledException", "SlowDown",
-    "EC2ThrottledException", "PriorRequestNotComplete", "BandwidthLimitExceeded",
-}
-UNAVAILABLE_CODES = {"OptInRequired", "UnknownOperationException", "InvalidAction", "UnsupportedOperation"}
-NOT_FOUND_SUFFIXES = ("NotFound", "NotFoundException")
-
-STATUS_RANK = {"ok": 0, "unavailable": 1, "partial": 2, "error": 3, "throttled": 4, "denied": 5, "unreachable": 6}
-READ_STATUSES = {"ok", "partial"}
+def endpoint_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an API endpoint (None when it can): http(s) with a host only."""
+    if not isinstance(url, str) or not url or url != url.strip() or any(ch.isspace() for ch in url):
+        return "not a URL"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError as exc:
+        return f"not a URL ({exc})"
+    if not parts.scheme or not parts.netloc:
+        return "not a URL: no http:// or https:// in front" if "://" not in url else "no host name"
+    if parts.scheme not in ("http", "https"):
+        return f"unsupported scheme {parts.scheme}://; use http:// or https://"
+    if not parts.hostname:
+        return "no host name"
+    return None
 
 
-def classify(exc: BaseException) -> tuple[str, str]:
-    """(status, one-line message) for an exception raised by a boto3 call."""
-    if isinstance(exc, bexc.ClientError):
-        err = exc.response.get("Error", {}) or {}
-        code = str(err.get("Code") or "Unknown")
-        msg = _one_line(err.get("Message") or str(exc))
-        op = getattr(exc, "operation_name", "") or ""
-        text = f"{op}: {code}: {msg}" if op else f"{code}: {msg}"
-        if code in DENIED_CODES:
-            return "denied", text
-        if code in CREDENTIAL_CODES:
-            return "denied", f"credentials rejected: {text}"
-        if code in THROTTLE_CODES:
-            return "throttled", f"throttled after {MAX_ATTEMPTS} attempts: {text}"
-        if code in UNAVAILABLE_CODES:
-            return "unavailable", text
-        return "error", text
-    if isinstance(exc, (bexc.NoCredentialsError, bexc.PartialCredentialsError,
-                        bexc.CredentialRetrievalError, bexc.NoAuthTokenError,
-                        bexc.TokenRetrievalError, bexc.SSOError)):
-        return "denied", f"no usable credentials: {_one_line(str(exc))}"
-    if isinstance(exc, (bexc.EndpointConnectionError, bexc.ConnectTimeoutError,
-                        bexc.ConnectionClosedError, bexc.ReadTimeoutError)):
-        return "unreachable", f"unreachable: {_one_line(str(exc))}"
-    if isinstance(exc, (bexc.UnknownEndpointError, bexc.UnknownRegionError)):
-        return "unavailable", _one_line(str(exc))
-    if isinstance(exc, bexc.InvalidRegionError):
-        return "error", f"invalid region: {_one_line(str(exc))}"
-    return "error", f"{type(exc).__name__}: {_one_line(str(exc))}"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())[:500]
-
-
-def _is_not_found(exc: BaseException) -> bool:
-    if isinstance(exc, bexc.ClientError):
-        code = str(exc.response.get("Error", {}).get("Code", ""))
-        return code.endswith(NOT_FOUND_SUFFIXES) or code.startswith("InvalidLaunchTemplateId")
-    return False
-
-
-# results --------------------------------------------------------------------------------------
+# coverage -------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -138,45 +110,79 @@ class AuditResult:
 
 
 class _Coverage:
-    """Status of one region/service: fatal failures make it unreadable, others partial."""
+    """What is known about one region/service. ``ok`` is earned, never assumed: only a call to
+    the service that succeeded (:meth:`read`) makes it ``ok`` or ``partial``; a service with
+    nothing to read is ``not-needed``; a fatal failure gives its own status (worst one kept)."""
 
     def __init__(self, region: str, service: str):
         self.region = region
         self.service = service
-        self.status = "ok"
-        self.unreadable = False
-        self.problems: dict[tuple[str, str], list] = {}  # (status, message head) → [count, message]
+        self.was_read = False
+        self.fatal: str | None = None
+        self.fatal_exc: BaseException | None = None
+        self.not_needed = False
+        self.skip_reason: str | None = None
+        self.note: str | None = None  # replaces the message of an "unavailable" entry
+        self.problems: dict[tuple, list] = {}  # group → [count, message]
         self.lock = threading.Lock()
 
     @property
     def key(self) -> str:
         return f"{self.region}/{self.service}"
 
+    def read(self) -> None:
+        """A call to the service succeeded."""
+        self.was_read = True
+
     def fail(self, exc: BaseException, fatal: bool, what: str | None = None) -> None:
-        status, message = classify(exc)
+        status, message = classify(exc, MAX_ATTEMPTS)
         if isinstance(exc, bexc.ClientError):
-            group = (status, getattr(exc, "operation_name", ""), str(exc.response.get("Error", {}).get("Code")))
+            group = (status, getattr(exc, "operation_name", ""), str(exc.response.get("Error", {}).get("Code")), what)
         else:
-            group = (status, type(exc).__name__, "")
+            group = (status, type(exc).__name__, "", what)
         with self.lock:
-            if fatal:
-                self.unreadable = status != "unavailable"
-                if self.status in ("ok", "partial") or STATUS_RANK[status] > STATUS_RANK[self.status]:
-                    self.status = status
-            elif self.status == "ok":
-                self.status = "partial"
+            if fatal and (self.fatal is None or STATUS_RANK[status] > STATUS_RANK[self.fatal]):
+                self.fatal, self.fatal_exc = status, exc
             if what:
                 message = f"{message} ({what})"
             slot = self.problems.setdefault(group, [0, message])
             slot[0] += 1
 
+    def mark_unavailable(self, note: str) -> None:
+        """Nothing can exist here (the service has no endpoint in this region)."""
+        with self.lock:
+            self.fatal, self.note, self.problems = "unavailable", note, {}
+
+    @property
+    def status(self) -> str:
+        if self.fatal is not None:
+            return self.fatal
+        if self.was_read:
+            return "partial" if self.problems else "ok"
+        if self.not_needed:
+            return "not-needed"
+        if self.skip_reason:
+            return "skipped"
+        return "error"  # never reached by the readers: a service nobody accounted for
+
+    @property
+    def unreadable(self) -> bool:
+        return self.status not in READ_STATUSES | NOTHING_MISSING
+
     def errors(self) -> list[ModelError]:
+        status = self.status
+        if status in ("ok", "not-needed"):
+            return []
+        if status == "unavailable" and self.note:
+            return [ModelError(self.key, f"not available: {self.note}")]
+        if status == "skipped":
+            return [ModelError(self.key, f"not checked: {self.skip_reason}")]
+        if not self.problems:
+            return [ModelError(self.key, "could not check: no call to it was made (internal error)")]
+        prefix = {"unavailable": "not available", "partial": "partly checked"}.get(status, "could not check")
         out = []
         for count, message in self.problems.values():
             suffix = f" [{count} resources]" if count > 1 else ""
-            prefix = "could not check" if self.unreadable else "partly checked"
-            if self.status == "unavailable":
-                prefix = "not available"
             out.append(ModelError(self.key, f"{prefix}: {message}{suffix}"))
         return out
 
@@ -199,11 +205,12 @@ class _Part:
 
 class _Audit:
     def __init__(self, session: "boto3.session.Session", config: Config, endpoint_url: str | None,
-                 max_workers: int):
+                 max_workers: int, deadline: Deadline):
         self.session = session
         self.config = config
         self.endpoint_url = endpoint_url
-        self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="audit-call")
+        self.deadline = deadline
+        self.pool = DaemonPool(max_workers, "audit-call")
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
         self.calls: Counter = Counter()
@@ -216,14 +223,16 @@ class _Audit:
         session.events.register("before-call", self._on_call)
         session.events.register("before-send", self._on_send)
 
-    # counting via botocore's own event hooks
+    # counting via botocore's own event hooks; past the deadline nothing more is sent
     def _on_call(self, model=None, **_: Any) -> None:
+        self.deadline.check()
         if model is not None:
             name = f"{IAM_PREFIX.get(model.service_model.service_name, model.service_model.service_name)}:{model.name}"
             with self._lock:
                 self.calls[name] += 1
 
     def _on_send(self, **_: Any) -> None:
+        self.deadline.check()  # retries too
         with self._lock:
             self.http_requests += 1
 
@@ -248,6 +257,14 @@ class _Audit:
     def submit(self, fn: Callable, *args: Any, **kwargs: Any) -> Future:
         return self.pool.submit(fn, *args, **kwargs)
 
+    def wait(self, fut: Future) -> Any:
+        """The future's result, or :class:`TimedOut` once the audit's deadline has passed."""
+        return self.deadline.wait(fut)
+
+    def call(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+        """Run one call on the pool and wait for it within the deadline."""
+        return self.wait(self.submit(fn, *args, **kwargs))
+
     def fan_out(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[tuple[Any, Any, BaseException | None]]:
         """Run ``fn(item)`` for every item on the shared pool: [(item, result, exception)]."""
         items = list(items)
@@ -255,7 +272,7 @@ class _Audit:
         out: list[tuple[Any, Any, BaseException | None]] = []
         for item, fut in zip(items, futures):
             try:
-                out.append((item, fut.result(), None))
+                out.append((item, self.wait(fut), None))
             except Exception as exc:
                 out.append((item, None, exc))
         return out
@@ -267,12 +284,13 @@ class _Audit:
         lbs_f = self.submit(self.pages, c, "describe_load_balancers", "LoadBalancers")
         tgs_f = self.submit(self.pages, c, "describe_target_groups", "TargetGroups")
         try:
-            lbs = lbs_f.result()
-            tgs = tgs_f.result()
+            lbs = self.wait(lbs_f)
+            tgs = self.wait(tgs_f)
         except Exception as exc:  # the lists are the service: without them nothing is known
             cov.fail(exc, fatal=True)
             tgs_f.cancel()
             return part
+        cov.read()
 
         def lb_attrs(lb):
             return B.attrs_to_dict(c.describe_load_balancer_attributes(
@@ -296,42 +314,13 @@ class _Audit:
         tg_attr_f = {tg["TargetGroupArn"]: self.submit(tg_attrs, tg) for tg in tgs}
         tag_f = [(batch, self.submit(tags_of, batch)) for batch in batches]
 
-        tags: dict[str, dict] = {}
-        for batch, fut in tag_f:
-            try:
-                tags.update(fut.result())
-            except Exception as exc:
-                cov.fail(exc, fatal=False, what=f"tags of {len(batch)} resources unread")
-
-        gone: set[str] = set()
-
-        def attrs(arn: str, fut: Future) -> dict:
-            try:
-                return fut.result()
-            except Exception as exc:
-                if _is_not_found(exc):
-                    gone.add(arn)
-                    return {}
-                cov.fail(exc, fatal=False)
-                return B.UnknownAttributes()
-
+        # listeners, then the rules of application load balancer listeners (first: a chain of
+        # calls, started while the attribute calls submitted above run)
         lb_by_arn = {lb["LoadBalancerArn"]: lb for lb in lbs}
-        for lb in lbs:
-            arn = lb["LoadBalancerArn"]
-            a = attrs(arn, lb_attr_f[arn])
-            if arn not in gone:
-                part.load_balancers.append(B.build_load_balancer(lb, a, tags.get(arn, {}), region))
-        for tg in tgs:
-            arn = tg["TargetGroupArn"]
-            a = attrs(arn, tg_attr_f[arn])
-            if arn not in gone:
-                part.target_groups.append(B.build_target_group(tg, a, tags.get(arn, {}), region))
-
-        # listeners, then the rules of application load balancer listeners
         listeners: list[dict] = []
         for arn, fut in listener_f.items():
             try:
-                listeners.extend(fut.result())
+                listeners.extend(self.wait(fut))
             except Exception as exc:
                 if not _is_not_found(exc):
                     cov.fail(exc, fatal=False, what="listeners unread")
@@ -356,6 +345,36 @@ class _Audit:
                 cov.fail(exc, fatal=False, what=f"tags of {len(batch)} listeners/rules unread")
             else:
                 more_tags.update(result)
+        tags: dict[str, dict] = {}
+        for batch, fut in tag_f:
+            try:
+                tags.update(self.wait(fut))
+            except Exception as exc:
+                cov.fail(exc, fatal=False, what=f"tags of {len(batch)} resources unread")
+
+        gone: set[str] = set()
+
+        def attrs(arn: str, fut: Future) -> dict:
+            try:
+                return self.wait(fut)
+            except Exception as exc:
+                if _is_not_found(exc):
+                    gone.add(arn)
+                    return {}
+                cov.fail(exc, fatal=False)
+                return B.UnknownAttributes()
+
+        for lb in lbs:
+            arn = lb["LoadBalancerArn"]
+            a = attrs(arn, lb_attr_f[arn])
+            if arn not in gone:
+                part.load_balancers.append(B.build_load_balancer(lb, a, tags.get(arn, {}), region))
+        for tg in tgs:
+            arn = tg["TargetGroupArn"]
+            a = attrs(arn, tg_attr_f[arn])
+            if arn not in gone:
+                part.target_groups.append(B.build_target_group(tg, a, tags.get(arn, {}), region))
+
         for ls in listeners:
             part.listeners.append(B.build_listener(ls, more_tags.get(ls["ListenerArn"], {}), region))
         for rule, ls in rules:
@@ -368,11 +387,18 @@ class _Audit:
         part = _Part()
         a = self.client("autoscaling", region)
         try:
-            asgs = self.submit(self.pages, a, "describe_auto_scaling_groups", "AutoScalingGroups").result()
+            asgs = self.call(self.pages, a, "describe_auto_scaling_groups", "AutoScalingGroups")
         except Exception as exc:
             cov_asg.fail(exc, fatal=True)
+            if isinstance(exc, TimedOut):  # out of time for both
+                cov_ec2.fail(exc, fatal=True)
+            else:
+                cov_ec2.skip_reason = ("the launch templates to read are named by the Auto Scaling groups, "
+                                       "which could not be read")
             return part
+        cov_asg.read()
         if not asgs:
+            cov_ec2.not_needed = True
             return part
 
         hooks_f = {g["AutoScalingGroupARN"]: self.submit(
@@ -388,14 +414,16 @@ class _Audit:
         templates: dict[str, dict] | None = {}
         versions: dict[tuple[str, int], dict] | None = {}
         template_arns: dict[str, str] = {}
+        cov_ec2.not_needed = not uses_templates  # no launch template to resolve: no EC2 call
         if uses_templates:
             e = self.client("ec2", region)
             try:
-                listed = self.submit(self.pages, e, "describe_launch_templates", "LaunchTemplates").result()
+                listed = self.call(self.pages, e, "describe_launch_templates", "LaunchTemplates")
             except Exception as exc:
                 cov_ec2.fail(exc, fatal=True)
                 templates = versions = None
             else:
+                cov_ec2.read()
                 for t in listed:
                     templates[t["LaunchTemplateId"]] = t
                     templates.setdefault(t["LaunchTemplateName"], t)
@@ -426,7 +454,7 @@ class _Audit:
         configurations: dict[str, dict] | None = {}
         for fut in lc_f:
             try:
-                for lc in fut.result():
+                for lc in self.wait(fut):
                     configurations[lc["LaunchConfigurationName"]] = lc
                     engine = B.build_configuration_engine(lc, region)
                     if engine is not None:
@@ -439,7 +467,7 @@ class _Audit:
         for g in asgs:
             arn = g["AutoScalingGroupARN"]
             try:
-                hooks = hooks_f[arn].result()
+                hooks = self.wait(hooks_f[arn])
             except Exception as exc:
                 if _is_not_found(exc):
                     continue
@@ -462,10 +490,11 @@ class _Audit:
             return metric, composite
 
         try:
-            metric, composite = self.submit(alarms).result()
+            metric, composite = self.call(alarms)
         except Exception as exc:
             cov.fail(exc, fatal=True)
             return part
+        cov.read()
         part.alarms = [B.build_alarm(x, region) for x in metric] + [B.build_alarm(x, region, True) for x in composite]
         return part
 
@@ -473,16 +502,11 @@ class _Audit:
         part = _Part()
         c = self.client("bedrock-agentcore-control", region)
         try:
-            summaries = self.submit(self.pages, c, "list_gateways", "items").result()
-        except Exception as exc:
-            if isinstance(exc, bexc.EndpointConnectionError) and not self.single_endpoint:
-                # the AgentCore endpoint does not resolve: the service is not offered here
-                cov.fail(exc, fatal=True, what="the service is probably not offered in this region")
-                cov.status = "unavailable"
-                cov.unreadable = False
-                return part
+            summaries = self.call(self.pages, c, "list_gateways", "items")
+        except Exception as exc:  # "not offered here" is decided from endpoint data at the end
             cov.fail(exc, fatal=True)
             return part
+        cov.read()
 
         def detail(summary):
             d = c.get_gateway(gatewayIdentifier=summary["gatewayId"])
@@ -520,23 +544,37 @@ class _Audit:
                 tg.target_count = result
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True)
+        # past the deadline a call may still be stuck on a socket: do not wait for it
+        self.pool.shutdown(wait=not self.deadline.expired())
 
 
 # public entry point ----------------------------------------------------------------------------
 
 
 def collect(regions: list[str] | None = None, all_regions: bool = False, profile: str | None = None,
-            endpoint_url: str | None = None, progress: bool = False, max_workers: int = 16) -> AuditResult:
-    """Read the account read-only and build one model for all regions (see module doc)."""
-    started = time.monotonic()
+            endpoint_url: str | None = None, progress: bool | str = False, max_workers: int = 16,
+            timeout: float | None = DEFAULT_TIMEOUT) -> AuditResult:
+    """Read the account read-only and build one model for all regions (see module doc).
+
+    ``progress``: False (silent), True or ``"bar"`` (a tqdm bar on stderr, for a terminal) or
+    ``"lines"`` (a status line on stderr every :data:`PROGRESS_EVERY` seconds, for logs).
+    ``timeout``: seconds for the whole audit (None: no overall deadline).
+    ``endpoint_url`` must be an http(s) URL (ValueError otherwise, see
+    :func:`endpoint_url_problem`).
+    """
+    if endpoint_url is not None and (problem := endpoint_url_problem(endpoint_url)):
+        raise ValueError(f"endpoint_url {endpoint_url!r}: {problem}")
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout={timeout!r}: must be more than 0 seconds")
+    deadline = Deadline(timeout)
     max_workers = max(1, int(max_workers))
     errors: list[ModelError] = []
     coverage: dict[str, Any] = {"regions": [], "services": {}, "api_calls": 0}
 
     def give_up(input_: str, message: str) -> AuditResult:
         errors.append(ModelError(input_, _one_line(message)))
-        coverage["duration_seconds"] = round(time.monotonic() - started, 3)
+        coverage["timed_out"] = deadline.expired()
+        coverage["duration_seconds"] = round(deadline.elapsed(), 3)
         return AuditResult([], errors, coverage, False)
 
     try:
@@ -562,25 +600,71 @@ def collect(regions: list[str] | None = None, all_regions: bool = False, profile
         max_pool_connections=max_workers,
         user_agent_extra="llm-affinity-audit",
     )
-    audit = _Audit(session, config, endpoint_url, max_workers)
+    audit = _Audit(session, config, endpoint_url, max_workers, deadline)
     try:
-        return _run(audit, regions, all_regions, default_region, progress, errors, coverage, started, give_up)
+        return _run(audit, regions, all_regions, default_region, progress, errors, coverage, give_up)
     finally:
         audit.close()
 
 
-def _caller_identity(audit: _Audit, regions: list[str]) -> dict:
-    """GetCallerIdentity from the first region that answers; the last failure if none does."""
-    for n, region in enumerate(regions):
+def _caller_identity(audit: _Audit, home: str) -> dict:
+    """GetCallerIdentity in ``home``; when that fails, in the partition's default STS region
+    (an opt-in region that is not enabled refuses the credentials). The error raised is the
+    one of ``home`` (its message names home's endpoint, not the fallback's)."""
+    sts = lambda region: audit.call(lambda: audit.client("sts", region).get_caller_identity())  # noqa: E731
+    try:
+        return sts(home)
+    except TimedOut:
+        raise
+    except Exception as first:
+        if audit.partition != "aws" or home == "us-east-1" or audit.single_endpoint:
+            raise
         try:
-            return audit.client("sts", region).get_caller_identity()
+            return sts("us-east-1")
         except Exception:
-            if n == len(regions) - 1:
-                raise
-    raise RuntimeError("no region to ask")  # pragma: no cover - regions is never empty
+            raise first from None
 
 
-def _run(audit: _Audit, regions, all_regions, default_region, progress, errors, coverage, started, give_up):
+class _Phase:
+    """What the audit is doing now, for the progress line."""
+
+    def __init__(self, audit: _Audit):
+        self.audit = audit
+        self.text = "identifying the account (sts:GetCallerIdentity)"
+        self.covs: dict[str, _Coverage] = {}
+        self.done: set[str] = set()
+
+    def __call__(self) -> str:
+        audit = self.audit
+        with audit._lock:  # the workers add to the counter meanwhile
+            calls = sum(audit.calls.values())
+        head = f"{audit.deadline.elapsed():.0f} s, {calls} API calls"
+        if not self.covs:
+            return f"{head}; {self.text}"
+        waiting = [k for k in self.covs if k not in self.done]
+        line = f"{head}; {len(self.covs) - len(waiting)}/{len(self.covs)} region services read"
+        if waiting:
+            more = f" (+{len(waiting) - 3} more)" if len(waiting) > 3 else ""
+            line += f"; waiting for {', '.join(waiting[:3])}{more}"
+        elif self.text:
+            line += f"; {self.text}"
+        if audit.deadline.seconds is not None:
+            line += f"; stops at {audit.deadline.seconds:g} s"
+        return line
+
+
+def _run(audit: _Audit, regions, all_regions, default_region, progress, errors, coverage, give_up):
+    phase = _Phase(audit)
+    lines = ProgressLines(phase, PROGRESS_EVERY).start() if progress == "lines" else None
+    try:
+        return _read_all(audit, regions, all_regions, default_region, progress, errors, coverage, give_up, phase)
+    finally:
+        if lines is not None:
+            lines.stop()
+
+
+def _read_all(audit: _Audit, regions, all_regions, default_region, progress, errors, coverage, give_up, phase):
+    deadline = audit.deadline
     requested = [r.strip() for r in (regions or []) if r and r.strip()]
     home = requested[0] if requested else default_region
 
@@ -589,28 +673,24 @@ def _run(audit: _Audit, regions, all_regions, default_region, progress, errors, 
         audit.partition = audit.session.get_partition_for_region(home) or "aws"
     except Exception:
         audit.partition = "aws"
-    # An opt-in region that is not enabled refuses the credentials: ask the partition's
-    # default STS region before concluding that nothing can be read.
-    sts_regions = [home]
-    if audit.partition == "aws" and home != "us-east-1" and not audit.single_endpoint:
-        sts_regions.append("us-east-1")
     try:
-        ident = _caller_identity(audit, sts_regions)
+        ident = _caller_identity(audit, home)
         audit.account = ident.get("Account")
     except Exception as exc:
-        status, message = classify(exc)
+        status, message = classify(exc, MAX_ATTEMPTS)
         if status == "denied" or (status == "unreachable" and audit.single_endpoint):
             _fill_calls(audit, coverage)
             return give_up(f"{home}/sts", f"could not check: {message}")
         errors.append(ModelError(f"{home}/sts", f"account id unknown: {message}"))
 
     if all_regions:
+        phase.text = "listing the account's regions (ec2:DescribeRegions)"
         try:
-            found = audit.client("ec2", home).describe_regions(AllRegions=False)["Regions"]
+            found = audit.call(lambda: audit.client("ec2", home).describe_regions(AllRegions=False))["Regions"]
             listed = sorted(r["RegionName"] for r in found)
             requested = sorted(set(requested) | set(listed))
         except Exception as exc:
-            status, message = classify(exc)
+            status, message = classify(exc, MAX_ATTEMPTS)
             errors.append(ModelError(f"{home}/ec2", f"could not list the account's regions: {message}"))
             requested = requested or [home]
     if not requested:
@@ -618,10 +698,6 @@ def _run(audit: _Audit, regions, all_regions, default_region, progress, errors, 
     requested = list(dict.fromkeys(requested))
     coverage["regions"] = requested
     coverage["account"] = audit.account
-
-    known = set(audit.session.get_available_regions("ec2")) | set(
-        audit.session.get_available_regions("ec2", partition_name="aws-cn")) | set(
-        audit.session.get_available_regions("ec2", partition_name="aws-us-gov"))
 
     covs: dict[str, _Coverage] = {}
     jobs: list[tuple[list[_Coverage], Callable[[], _Part]]] = []
@@ -635,22 +711,38 @@ def _run(audit: _Audit, regions, all_regions, default_region, progress, errors, 
         jobs.append(([c["cloudwatch"]], lambda r=region, c=c: audit.read_cloudwatch(r, c["cloudwatch"])))
         jobs.append(([c["bedrock-agentcore-control"]],
                      lambda r=region, c=c: audit.read_gateways(r, c["bedrock-agentcore-control"])))
+    phase.covs = covs
 
     bar = None
-    if progress:
+    if progress is True or progress == "bar":
         from tqdm import tqdm  # only when asked: nothing extra in JSON/SARIF mode
 
         bar = tqdm(total=len(jobs), desc="audit", unit="service", file=sys.stderr, leave=False)
 
     parts: list[_Part] = []
-    with ThreadPoolExecutor(max_workers=min(len(jobs), 64), thread_name_prefix="audit-svc") as outer:
-        futures = [outer.submit(_guarded, fn, job_covs) for job_covs, fn in jobs]
-        for fut in as_completed(futures):
-            parts.append(fut.result())
-            if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+    readers = DaemonPool(min(len(jobs), 64), "audit-svc")
+    pending = {readers.submit(_guarded, fn, job_covs): job_covs for job_covs, fn in jobs}
+    try:
+        while pending:
+            remaining = deadline.remaining()
+            done, _ = wait(pending, timeout=None if remaining is None else remaining + GRACE,
+                           return_when=FIRST_COMPLETED)
+            if not done:  # the readers had the grace period to assemble what they got
+                break
+            for fut in done:
+                job_covs = pending.pop(fut)
+                parts.append(fut.result())
+                phase.done.update(cov.key for cov in job_covs)
+                if bar is not None:
+                    bar.update(1)
+        for fut, job_covs in pending.items():  # still stuck past the deadline + grace
+            for cov in job_covs:
+                if cov.status not in ("not-needed", "skipped"):
+                    cov.fail(deadline.error(), fatal=True)
+    finally:
+        readers.shutdown(wait=False)
+        if bar is not None:
+            bar.close()
 
     model = Model(scope=f"aws:{audit.account or 'account'}")
     for part in parts:
@@ -664,6 +756,7 @@ def _run(audit: _Audit, regions, all_regions, default_region, progress, errors, 
 
     # registered targets of non-sticky inference-tagged target groups no Auto Scaling group
     # feeds: FLEET001 needs "several targets" there, nowhere else (no call for the rest)
+    phase.text = "counting registered targets"
     fed = {tg_id for f in model.fleets for tg_id in f.target_group_ids}
     by_region: dict[str, list] = {}
     for tg in model.target_groups:
@@ -673,10 +766,11 @@ def _run(audit: _Audit, regions, all_regions, default_region, progress, errors, 
     for region, tgs in by_region.items():
         audit.count_targets(region, tgs, covs[f"{region}/elbv2"])
 
+    _explain_unreachable(audit, covs)
     for key in sorted(covs):
         cov = covs[key]
-        if cov.region not in known and cov.status == "unreachable" and not audit.single_endpoint:
-            cov.problems = {k: [n, m + f" (is '{cov.region}' a region?)"] for k, (n, m) in cov.problems.items()}
+        if cov.status == "error" and not cov.problems and deadline.expired():
+            cov.fail(deadline.error(), fatal=True)  # never started before the deadline
         coverage["services"][key] = cov.status
         errors.extend(cov.errors())
         if cov.unreadable:
@@ -686,10 +780,60 @@ def _run(audit: _Audit, regions, all_regions, default_region, progress, errors, 
 
     model.finish()
     _fill_calls(audit, coverage)
-    coverage["duration_seconds"] = round(time.monotonic() - started, 3)
+    coverage["timed_out"] = deadline.expired()
+    coverage["duration_seconds"] = round(deadline.elapsed(), 3)
     coverage["resources_checked"] = model.resources_checked
     reached = any(s in READ_STATUSES for s in coverage["services"].values())
     return AuditResult([model] if reached else [], errors, coverage, reached)
+
+
+def offered(session: "boto3.session.Session", service: str, region: str, partition: str) -> bool | None:
+    """Whether botocore's endpoint data lists ``service`` in ``region``; None when it has no
+    region list for the service (many newer services, AgentCore among them, have none)."""
+    try:
+        listed = session.get_available_regions(service, partition_name=partition)
+    except Exception:
+        return None
+    return region in listed if listed else None
+
+
+def _known_regions(session: "boto3.session.Session") -> set[str]:
+    out: set[str] = set()
+    for partition in ("aws", "aws-cn", "aws-us-gov"):
+        try:
+            out |= set(session.get_available_regions("ec2", partition_name=partition))
+        except Exception:
+            pass
+    return out
+
+
+def _explain_unreachable(audit: _Audit, covs: dict[str, _Coverage]) -> None:
+    """Turn "could not connect" into what it means, from facts only.
+
+    - botocore's endpoint data does not list the service in a known region: not offered there
+      (``unavailable``, nothing can exist there).
+    - no endpoint data, but DNS answered that the service's host name does not exist while
+      another service of the same region answered: it has no endpoint there (``unavailable``).
+    - a region name botocore does not know: a hint that it may not be a region.
+    - otherwise it stays ``unreachable`` (no network, a proxy, a firewall): never a guess.
+    """
+    if audit.single_endpoint:
+        return
+    known = _known_regions(audit.session)
+    answered = {cov.region for cov in covs.values() if cov.status in READ_STATUSES}
+    for cov in covs.values():
+        exc = cov.fatal_exc
+        if cov.status != "unreachable" or not isinstance(exc, bexc.EndpointConnectionError):
+            continue
+        host = urlsplit(str(getattr(exc, "kwargs", {}).get("endpoint_url", ""))).hostname or cov.service
+        partition = audit.session.get_partition_for_region(cov.region) if cov.region in known else None
+        if partition and offered(audit.session, cov.service, cov.region, partition) is False:
+            cov.mark_unavailable(f"{cov.service} is not offered in {cov.region} (botocore endpoint data)")
+        elif cov.region in answered and name_does_not_exist(exc):
+            cov.mark_unavailable(f"{host} does not exist in DNS while the region's other services "
+                                 f"answered: {cov.service} has no endpoint in {cov.region}")
+        elif cov.region not in known:
+            cov.problems = {k: [n, m + f" (is '{cov.region}' a region?)"] for k, (n, m) in cov.problems.items()}
 
 
 def _fill_calls(audit: _Audit, coverage: dict) -> None:
