@@ -23,6 +23,8 @@ What an instance does at boot, and why:
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 import shlex
@@ -328,6 +330,14 @@ def _heredoc(path: str, body: str, marker: str) -> list[str]:
     return [f"cat > {path} <<'{marker}'", *body.rstrip("\n").split("\n"), marker]
 
 
+def _packed_file(path: str, body: str, marker: str) -> list[str]:
+    """A file written from gzip+base64 text: raw user data is limited to 16 KB and the exporter
+    alone is 6.5 KB as plain text."""
+    packed = base64.b64encode(gzip.compress(body.encode(), mtime=0)).decode()
+    return [f"base64 -d <<'{marker}' | gunzip > {path}",
+            *(packed[i:i + 76] for i in range(0, len(packed), 76)), marker]
+
+
 def _secret_to_env(var: str, arn: str) -> list[str]:
     """Read a secret on the host (instance role) into an exported variable, never echoed."""
     return [f"{var}=$(aws secretsmanager get-secret-value --secret-id '{arn}' --query SecretString --output text)",
@@ -336,7 +346,7 @@ def _secret_to_env(var: str, arn: str) -> list[str]:
 
 def boot_commands(spec: BootSpec) -> list[str]:
     """Shell lines of the boot script (vLLM, proxy, CloudWatch agent, TTFT exporter)."""
-    agent_json = json.dumps(cloudwatch_agent_config(spec), indent=2)
+    agent_json = json.dumps(cloudwatch_agent_config(spec), separators=(",", ":"))
     lines = [
         "set -euo pipefail",
         "exec > >(tee /var/log/llm-affinity-boot.log) 2>&1",
@@ -368,7 +378,7 @@ def boot_commands(spec: BootSpec) -> list[str]:
         f"-c file:{_AGENT_DIR}/etc/llm-affinity-agent.json"
     )
     lines.append("# TTFT p50/p95 (the agent drops Prometheus histograms)")
-    lines += _heredoc(f"{_CFG_DIR}/ttft_exporter.py", exporter_source(), "LLM_AFFINITY_EXPORTER")
+    lines += _packed_file(f"{_CFG_DIR}/ttft_exporter.py", exporter_source(), "LLM_AFFINITY_EXPORTER")
     lines += _heredoc("/etc/systemd/system/llm-affinity-ttft.service", (
         "[Unit]\nDescription=llm-affinity TTFT exporter\nAfter=network-online.target\n"
         "[Service]\n"

@@ -1,0 +1,43 @@
+"""The two exposure rules every front applies, in one place.
+
+Why they are errors and not warnings: a synth warning is easy to miss, and the two mistakes
+are costly. An internet-facing listener without TLS sends prompts, completions, API keys and
+session cookies in clear text across the internet. A front open to 0.0.0.0/0 (or ::/0) whose
+vLLM has no API key lets anyone spend the GPUs. Both stay possible, but only when the caller
+says so by name (`allow_insecure_http=True`, `allow_public_without_api_key=True`), which a
+reviewer can see in the code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ._validate import AffinityPropError, is_unresolved
+
+WORLD = ("0.0.0.0/0", "::/0")
+
+
+def open_to_world(cidrs: Sequence[Any]) -> bool:
+    """True when a literal CIDR admits every address (a token CIDR is not judged)."""
+    return any(not is_unresolved(c) and str(c).strip() in WORLD for c in cidrs)
+
+
+def check_exposure(construct: str, *, internet_facing: bool, encrypted: bool, cidrs: Sequence[Any],
+                   api_key: Any, allow_insecure_http: bool, allow_public_without_api_key: bool) -> bool:
+    """Raise for an unacknowledged insecure exposure; return whether vLLM needs an API key.
+
+    `api_key`: None = automatic (on when internet-facing or open to the world), True/False, or a
+    secret (on)."""
+    if internet_facing and not encrypted and not allow_insecure_http:
+        raise AffinityPropError(
+            f"{construct}: internet_facing=True without a certificate is not allowed; allowed: certificate=<ACM "
+            "certificate> (TLS), or allow_insecure_http=True to accept plain text on the internet (prompts, API "
+            "keys and session cookies travel unencrypted)")
+    world = open_to_world(cidrs)
+    wanted = (internet_facing or world) if api_key is None else api_key is not False
+    if world and not wanted and not allow_public_without_api_key:
+        raise AffinityPropError(
+            f"{construct}: allowed_cidrs contains {', '.join(c for c in WORLD if c in map(str, cidrs))} with "
+            "api_key=False, which is not allowed; allowed: an API key (api_key=None/True or a secret), narrower "
+            "allowed_cidrs, or allow_public_without_api_key=True (anyone who can reach it can use the GPUs)")
+    return wanted
