@@ -56,6 +56,39 @@ def test_reference_stacks_shape(reference_synth):
         assert r.resources(sid, "AWS::CloudWatch::Dashboard"), sid
 
 
+def test_reference_alb_stacks_say_loudly_when_they_fall_back_to_http(reference_synth):
+    """Without llm-affinity:certificate-arn the ALB stacks are plain HTTP for synth-only use: one
+    WARNING annotation per stack (what `make run` prints), the construct's generic one folded in."""
+    for sid in ("LlmAffinityAlbDuration", "LlmAffinityAlbAppCookie"):
+        warnings = [text for level, text in reference_synth.messages[sid] if level.endswith("WARNING")]
+        assert len(warnings) == 1, warnings
+        assert "NO CERTIFICATE, plain HTTP on port 80" in warnings[0]
+        assert "-c llm-affinity:certificate-arn=" in warnings[0] and "llm-affinity:ReferenceHttpFallback" in warnings[0]
+    for sid in ("LlmAffinityNlbSourceIp", "LlmAffinityMcpGateway"):
+        assert not [t for lvl, t in reference_synth.messages[sid] if lvl.endswith("WARNING")], sid
+
+
+def test_reference_alb_stack_serves_https_with_a_certificate_context(tmp_path):
+    from conftest_cdk import CERT_ARN, heredoc, user_data
+
+    app, stack = _single_stack_app(tmp_path, "LlmAffinityAlbAppCookie", **{"llm-affinity:certificate-arn": CERT_ARN})
+    art = app.synth().get_stack_by_name("LlmAffinityAlbAppCookie")
+    assert not [m for m in art.messages if "WARNING" in str(m.level)]
+    tpl = json.loads(Path(art.template_full_path).read_text())
+    listeners = [v["Properties"] for v in tpl["Resources"].values() if v["Type"] == "AWS::ElasticLoadBalancingV2::Listener"]
+    assert [(li["Port"], li["Protocol"], li["Certificates"]) for li in listeners] == [
+        (443, "HTTPS", [{"CertificateArn": CERT_ARN}])]
+    lt = [v for v in tpl["Resources"].values() if v["Type"] == "AWS::EC2::LaunchTemplate"][0]
+    assert "; HttpOnly; SameSite=Lax; Secure\";" in heredoc(user_data(lt), "LLM_AFFINITY_NGINX")
+
+
+def test_reference_refuses_a_certificate_context_that_is_not_an_acm_arn(tmp_path):
+    from llm_affinity.constructs import AffinityPropError
+
+    with pytest.raises(AffinityPropError, match="llm-affinity:certificate-arn='not-an-arn' is not allowed"):
+        _single_stack_app(tmp_path, "LlmAffinityAlbDuration", **{"llm-affinity:certificate-arn": "not-an-arn"})
+
+
 def _cfn_lint_errors(path: Path) -> list[str]:
     from cfnlint.api import ManualArgs, lint
 
@@ -112,14 +145,14 @@ def test_every_acknowledgement_has_a_real_reason(reference_synth):
         assert len(reason.split()) >= 8, f"{path} {rule_id}: reason too thin: {reason!r}"
 
 
-def _single_stack_app(outdir: Path, stack_id: str):
+def _single_stack_app(outdir: Path, stack_id: str, **context):
     sys.path.insert(0, str(ROOT))
     import aws_cdk as cdk
 
     import app as app_module
     from llm_affinity.stacks import build_reference_app
 
-    app = cdk.App(context=app_module.cdk_json_context(), outdir=str(outdir))
+    app = cdk.App(context={**app_module.cdk_json_context(), **context}, outdir=str(outdir))
     stack = build_reference_app(app, [stack_id])[stack_id]
     return app, stack
 
