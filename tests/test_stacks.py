@@ -271,3 +271,18 @@ def test_cdk_cli_synth_without_credentials(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     for sid in STACK_IDS:
         assert (work / "cdk.out" / f"{sid}.template.json").exists()
+
+
+@pytest.mark.skipif(shutil.which("cdk") is None or not (ROOT / ".venv" / "bin" / "python").exists(),
+                    reason="needs the CDK CLI (npm install -g aws-cdk) and the project venv (make venv)")
+def test_cdk_ls_uses_the_project_venv_without_activation(tmp_path):
+    """cdk.json runs `.venv/bin/python app.py` when the venv exists: `cdk ls` works from a plain
+    shell whose PATH has no venv (docs/constructs.md, "CDK CLI")."""
+    work, env = _project_without_credentials(tmp_path)
+    (work / ".venv").symlink_to(ROOT / ".venv")
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+    env.pop("VIRTUAL_ENV", None)
+    out = subprocess.run(["cdk", "ls", "--no-notices", "--no-version-reporting"], cwd=work, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == STACK_IDS
