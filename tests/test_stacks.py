@@ -89,6 +89,35 @@ def test_reference_refuses_a_certificate_context_that_is_not_an_acm_arn(tmp_path
         _single_stack_app(tmp_path, "LlmAffinityAlbDuration", **{"llm-affinity:certificate-arn": "not-an-arn"})
 
 
+def test_exposed_and_region_agnostic_fronts_pass_cdk_nag_with_reasons(tmp_path):
+    """An internet-facing HTTPS front open to 0.0.0.0/0 (API key on) and fronts in a stack without
+    env pass AwsSolutions; the exceptions they need are acknowledged with their reasons."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_certificatemanager as acm
+    from cdk_nag import AwsSolutionsChecks
+
+    from conftest_cdk import AZ_CONTEXT, CERT_ARN, new_stack
+    from llm_affinity.constructs import StickyAlbFront, StickyNlbFront, VllmFleet
+    from llm_affinity.stacks.network import inference_vpc
+
+    app = cdk.App(context=AZ_CONTEXT, outdir=str(tmp_path))
+    st = new_stack(app, "Exposed")
+    StickyAlbFront(st, "Alb", fleet=VllmFleet(st, "Fleet", vpc=inference_vpc(st)), internet_facing=True,
+                   allowed_cidrs=["0.0.0.0/0"], certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN))
+    agnostic = cdk.Stack(app, "NoEnv")
+    fleet = VllmFleet(agnostic, "Fleet", vpc=inference_vpc(agnostic))
+    StickyAlbFront(agnostic, "Alb", fleet=fleet)
+    StickyNlbFront(agnostic, "Nlb", fleet=fleet)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    app.synth()
+    nag = [p for p in _report(tmp_path)["pluginReports"] if p["pluginName"] == "AwsSolutions"][0]
+    assert nag["conclusion"] == "success" and not nag.get("violations")
+    reasons = {(v["ruleName"], v["violatingConstructs"][0]["constructPath"].split("/")[0]): v["reason"]
+               for v in nag["suppressedViolations"]}
+    assert "replacing the instances" in reasons[("AwsSolutions-SMG4", "Exposed")]
+    assert "requested explicitly through allowed_cidrs" in reasons[("AwsSolutions-EC23", "Exposed")]
+
+
 def _cfn_lint_errors(path: Path) -> list[str]:
     from cfnlint.api import ManualArgs, lint
 
@@ -237,13 +266,14 @@ def test_no_stale_cdk_nag_acknowledgements(tmp_path, monkeypatch):
     import aws_cdk as cdk
     from cdk_nag import AwsSolutionsChecks
 
+    import llm_affinity.constructs._exposure as exposure
     import llm_affinity.constructs._logbucket as logbucket
     import llm_affinity.constructs.alb as alb
     import llm_affinity.constructs.fleet as fleet
     import llm_affinity.constructs.nlb as nlb
 
     acks = set()
-    for mod in (fleet, alb, nlb, logbucket):
+    for mod in (fleet, alb, nlb, logbucket, exposure):
         monkeypatch.setattr(mod, "acknowledge_nag", lambda c, rule, reason: acks.add((c.node.path, rule)))
     app, _stack = _single_stack_app(tmp_path, "LlmAffinityAlbDuration")
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))

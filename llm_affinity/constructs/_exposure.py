@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ._validate import AffinityPropError, is_unresolved
+from .suppress import acknowledge_nag
 
 WORLD = ("0.0.0.0/0", "::/0")
 
@@ -41,3 +42,14 @@ def check_exposure(construct: str, *, internet_facing: bool, encrypted: bool, ci
             "api_key=False, which is not allowed; allowed: an API key (api_key=None/True or a secret), narrower "
             "allowed_cidrs, or allow_public_without_api_key=True (anyone who can reach it can use the GPUs)")
     return wanted
+
+
+def acknowledge_world_ingress(security_group: Any, *, cidrs: Sequence[Any], encrypted: bool, api_key_on: bool) -> None:
+    """cdk-nag's AwsSolutions-EC23 (ingress from 0.0.0.0/0 or ::/0) exists to make that choice
+    explicit. When the caller listed such a CIDR in `allowed_cidrs` and the front has both TLS and
+    an API key, the choice is explicit and protected, so it is acknowledged with that reason; a
+    front that also opted out of TLS or of the key keeps the finding for its reviewer."""
+    if open_to_world(cidrs) and encrypted and api_key_on:
+        acknowledge_nag(security_group, "AwsSolutions-EC23",
+                        "ingress from everywhere was requested explicitly through allowed_cidrs; the listener "
+                        "is TLS and vLLM requires an API key from Secrets Manager")

@@ -20,7 +20,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ._exposure import check_exposure
+from ._exposure import acknowledge_world_ingress, check_exposure
 from ._logbucket import log_access_logs, new_access_log_bucket
 from ._validate import AffinityPropError, is_unresolved, require, require_int, require_range
 from .fleet import INFERENCE_TAG, VllmFleet
@@ -153,6 +153,7 @@ class StickyAlbFront(Construct):
         for i, cidr in enumerate(cidrs):
             self.security_group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port),
                                                  f"inference clients {i}")
+        acknowledge_world_ingress(self.security_group, cidrs=cidrs, encrypted=certificate is not None, api_key_on=api_key_on)
         if any(is_unresolved(cidr) for cidr in cidrs):
             acknowledge_nag(self.security_group, "AwsSolutions-EC23",
                             "ingress is limited to the given CIDRs (default: the VPC CIDR); the rule cannot "

@@ -20,7 +20,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ._exposure import check_exposure
+from ._exposure import acknowledge_world_ingress, check_exposure
 from ._logbucket import log_access_logs, new_access_log_bucket
 from ._validate import AffinityPropError, is_unresolved, require, require_int, require_range
 from .fleet import INFERENCE_TAG, VllmFleet
@@ -89,14 +89,16 @@ class StickyNlbFront(Construct):
         vpc = fleet.vpc
         self.fleet = fleet
         cidrs = allowed_cidrs if allowed_cidrs is not None else [vpc.vpc_cidr_block]
-        if check_exposure(c, internet_facing=internet_facing, encrypted=protocol == "TLS", cidrs=cidrs,
-                          api_key=api_key, allow_insecure_http=allow_insecure_http,
-                          allow_public_without_api_key=allow_public_without_api_key):
+        api_key_on = check_exposure(c, internet_facing=internet_facing, encrypted=protocol == "TLS", cidrs=cidrs,
+                                    api_key=api_key, allow_insecure_http=allow_insecure_http,
+                                    allow_public_without_api_key=allow_public_without_api_key)
+        if api_key_on:
             fleet.enable_api_key(None if api_key is None or isinstance(api_key, bool) else api_key)
         self.security_group = ec2.SecurityGroup(self, "NlbSg", vpc=vpc, allow_all_outbound=False,
                                                 description="inference NLB: listener port from allowed CIDRs")
         for i, cidr in enumerate(cidrs):
             self.security_group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port), f"inference clients {i}")
+        acknowledge_world_ingress(self.security_group, cidrs=cidrs, encrypted=protocol == "TLS", api_key_on=api_key_on)
         if any(is_unresolved(cidr) for cidr in cidrs):
             acknowledge_nag(self.security_group, "AwsSolutions-EC23",
                             "ingress is limited to the given CIDRs (default: the VPC CIDR); the rule cannot "
