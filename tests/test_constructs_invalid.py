@@ -357,3 +357,23 @@ def test_suppress_requires_reason_and_rule_id(scope):
     fleet = _fleet(scope)
     _raises(lambda: suppress(fleet.asg, "ALB003", ""), "reason=''")
     _raises(lambda: suppress(fleet.asg, "alb-3", "a long enough reason"), "rule_id='alb-3'")
+
+
+def test_constructs_import_the_inference_definitions_instead_of_copying_them():
+    """One source of truth (checks/definitions.py): the role tag, the accelerated families, the
+    inference-server pattern and the metadata key are imported by the constructs, never redefined."""
+    import importlib
+    from pathlib import Path
+
+    from llm_affinity.checks import definitions
+
+    fleet = importlib.import_module("llm_affinity.constructs.fleet")
+    suppress = importlib.import_module("llm_affinity.constructs.suppress")  # the package exports a function of that name
+
+    assert fleet.INFERENCE_TAG == (definitions.ROLE_TAG, definitions.ROLE_INFERENCE)
+    assert fleet.is_accelerated_instance_type is definitions.is_accelerated_instance_type
+    assert fleet.starts_inference_server is definitions.starts_inference_server
+    assert suppress.METADATA_KEY is definitions.METADATA_KEY
+    source = "".join(p.read_text() for p in Path(fleet.__file__).parent.glob("*.py"))
+    for copied in ('"llm-affinity:role"', "inf|trn", "inf\\d", "vllm-openai|", 'METADATA_KEY = "'):
+        assert copied not in source, copied
