@@ -10,13 +10,13 @@ Balancing account for the bucket policy) and otherwise fails with a jsii error. 
 writers of ALB logs: the log-delivery service principal
 `logdelivery.elasticloadbalancing.amazonaws.com` (Regions available from August 2022) and, in
 older Regions, a per-Region Elastic Load Balancing account. In a stack without a Region the
-bucket policy therefore names both, the account chosen by the deploy Region through a
-CloudFormation mapping; NLB logs are written by `delivery.logs.amazonaws.com` everywhere.
+bucket policy therefore names both, the account chosen by the deploy Region through
+CloudFormation conditions; NLB logs are written by `delivery.logs.amazonaws.com` everywhere.
 """
 
 from __future__ import annotations
 
-from aws_cdk import CfnCondition, CfnMapping, Duration, Fn, RemovalPolicy, Stack, Token
+from aws_cdk import CfnCondition, Duration, Fn, RemovalPolicy, Stack, Token
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -75,15 +75,16 @@ def log_access_logs(scope: Construct, lb: elbv2.BaseLoadBalancer, bucket: s3.IBu
 
 def _legacy_elb_account_arn(scope: Construct) -> str:
     """The Region's Elastic Load Balancing account where one exists (Regions before August 2022),
-    else this account's root, which grants nothing beyond what the account's IAM already allows."""
+    else this account's root, which grants nothing beyond what the account's IAM already allows.
+
+    A chain of `Fn::If`, one condition per such Region, not a mapping: CloudFormation fails a
+    `Fn::FindInMap` whose key is missing even in the branch of an `Fn::If` it does not take, so a
+    mapping would break deployment in exactly the newer Regions that need no account."""
     stack = Stack.of(scope)
     legacy = sorted((r.name, r.elbv2_account) for r in RegionInfo.regions if r.elbv2_account)
-    mapping = CfnMapping(scope, "ElbLogAccount", mapping={name: {"account": acct} for name, acct in legacy})
-    equals = [Fn.condition_equals(stack.region, name) for name, _ in legacy]
-    groups = [equals[i:i + 10] for i in range(0, len(equals), 10)]
-    parts = [g[0] if len(g) == 1 else Fn.condition_or(*g) for g in groups]
-    condition = CfnCondition(scope, "LegacyElbRegion",
-                             expression=parts[0] if len(parts) == 1 else Fn.condition_or(*parts))
-    legacy_arn = f"arn:{stack.partition}:iam::{mapping.find_in_map(stack.region, 'account')}:root"
-    own_root = f"arn:{stack.partition}:iam::{stack.account}:root"
-    return Token.as_string(Fn.condition_if(condition.logical_id, legacy_arn, own_root))
+    value: str = f"arn:{stack.partition}:iam::{stack.account}:root"
+    for name, account in reversed(legacy):
+        condition = CfnCondition(scope, "ElbLogRegion" + name.title().replace("-", ""),
+                                 expression=Fn.condition_equals(stack.region, name))
+        value = Token.as_string(Fn.condition_if(condition.logical_id, f"arn:{stack.partition}:iam::{account}:root", value))
+    return value
