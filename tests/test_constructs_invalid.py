@@ -181,9 +181,10 @@ def test_open_to_the_world_without_api_key_needs_explicit_consent(scope):
         cls(scope[0], _id("F"), fleet=fleet, allowed_cidrs=["0.0.0.0/0"], api_key=False,
             allow_public_without_api_key=True)
         assert fleet.api_key_secret is None
-        fleet = _fleet(scope)
-        cls(scope[0], _id("F"), fleet=fleet, allowed_cidrs=["0.0.0.0/0"])  # automatic: key on
-        assert fleet.api_key_secret is not None
+        for cidr in ("0.0.0.0/0", "::/0"):
+            fleet = _fleet(scope)
+            cls(scope[0], _id("F"), fleet=fleet, allowed_cidrs=[cidr])  # automatic: key on
+            assert fleet.api_key_secret is not None
     fleet = _fleet(scope)
     StickyAlbFront(scope[0], _id("F"), fleet=fleet)  # internal, VPC CIDR: no key unless asked
     assert fleet.api_key_secret is None

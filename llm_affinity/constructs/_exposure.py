@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from aws_cdk import aws_ec2 as ec2
+
 from ._validate import AffinityPropError, is_unresolved
 from .suppress import acknowledge_nag
 
@@ -53,3 +55,8 @@ def acknowledge_world_ingress(security_group: Any, *, cidrs: Sequence[Any], encr
         acknowledge_nag(security_group, "AwsSolutions-EC23",
                         "ingress from everywhere was requested explicitly through allowed_cidrs; the listener "
                         "is TLS and vLLM requires an API key from Secrets Manager")
+
+
+def peer(cidr: Any) -> Any:
+    """The security-group peer of an allowed CIDR: IPv6 when it contains ':' (e.g. ::/0)."""
+    return ec2.Peer.ipv6(cidr) if not is_unresolved(cidr) and ":" in str(cidr) else ec2.Peer.ipv4(cidr)

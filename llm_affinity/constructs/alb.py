@@ -21,6 +21,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from ._exposure import acknowledge_world_ingress, check_exposure
+from ._exposure import peer as _peer
 from ._logbucket import log_access_logs, new_access_log_bucket
 from ._validate import AffinityPropError, is_unresolved, require, require_int, require_range
 from .fleet import INFERENCE_TAG, VllmFleet
@@ -151,7 +152,7 @@ class StickyAlbFront(Construct):
         self.security_group = ec2.SecurityGroup(self, "AlbSg", vpc=vpc, allow_all_outbound=False,
                                                 description="inference ALB: listener port from allowed CIDRs")
         for i, cidr in enumerate(cidrs):
-            self.security_group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port),
+            self.security_group.add_ingress_rule(_peer(cidr), ec2.Port.tcp(port),
                                                  f"inference clients {i}")
         acknowledge_world_ingress(self.security_group, cidrs=cidrs, encrypted=certificate is not None, api_key_on=api_key_on)
         if any(is_unresolved(cidr) for cidr in cidrs):
