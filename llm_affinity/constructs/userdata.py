@@ -219,8 +219,9 @@ def nginx_config(spec: ProxySpec, upstream_port: int, *, upstream_host: str = "1
     strict pattern, so each line is valid JSON whatever the client sends.
 
     With `spec.cookie_name`: the cookie is set from the session header, or re-set from the cookie
-    the client sent, on every response that carries a valid session id (after a failover the new
-    target must set it again for the ALB to re-pin). A session header that is present but does
+    the client sent, on every response from vLLM to a request that carries a valid session id
+    (after a failover the new target must set it again for the ALB to re-pin); never on a
+    response the proxy produced itself. A session header that is present but does
     not fully match the pattern is refused with 400 on `/v1/` and no cookie is set: an agent
     whose session id were silently dropped would lose its affinity without any signal.
     Only `/v1/…` and `/health`, `/metrics`, `/version` are forwarded; the rest is 404.
@@ -282,8 +283,11 @@ def nginx_config(spec: ProxySpec, upstream_port: int, *, upstream_host: str = "1
             f'    "~^0{bs}|{bs}|(?<llm_affinity_c>[^|]+){bs}z" $llm_affinity_c;',
             '    default "";',
             "  }",
-            "  map $llm_affinity_sid $llm_affinity_set_cookie {",
-            '    "" "";',
+            # only on responses from vLLM (any status): never on one the proxy or nginx produced itself
+            # (a refused id, a 404 path, a malformed request), where $upstream_status is empty
+            '  map "$upstream_status|$llm_affinity_sid" $llm_affinity_set_cookie {',
+            f'    "~{bs}|{bs}z" "";',
+            f'    "~^{bs}|" "";',
             f'    default "{spec.cookie_name}=$llm_affinity_sid{attrs}";',
             "  }",
         ]
