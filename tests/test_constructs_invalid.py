@@ -378,3 +378,12 @@ def test_constructs_import_the_inference_definitions_instead_of_copying_them():
     source = "".join(p.read_text() for p in Path(fleet.__file__).parent.glob("*.py"))
     for copied in ('"llm-affinity:role"', "inf|trn", "inf\\d", "vllm-openai|", 'METADATA_KEY = "'):
         assert copied not in source, copied
+
+
+def test_an_image_the_linter_cannot_recognise_is_warned_about(scope):
+    def warnings(fleet):
+        return [str(e.data) for e in fleet.node.metadata if e.type == "aws:cdk:warning"]
+
+    custom = _fleet(scope, vllm_image="registry.example.com/team/llm-server:1.2")
+    assert len(warnings(custom)) == 1 and "not recognised as an inference server" in warnings(custom)[0]
+    assert warnings(_fleet(scope)) == []
