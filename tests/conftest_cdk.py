@@ -78,6 +78,16 @@ def heredoc(script: str, marker: str) -> str:
     return m.group(1)
 
 
+def packed(script: str, marker: str) -> str:
+    """A file the boot script writes from gzip+base64 text (`base64 -d <<'MARKER' | gunzip`)."""
+    import base64
+    import gzip
+
+    m = re.search(rf"<<'{marker}' \| gunzip > \S+\n(.*?)\n{marker}\n", script + "\n", re.S)
+    assert m, f"packed file {marker} not found"
+    return gzip.decompress(base64.b64decode("".join(m.group(1).split()))).decode()
+
+
 def tg_attrs(tg: dict) -> dict[str, str]:
     return {a["Key"]: a["Value"] for a in tg["Properties"].get("TargetGroupAttributes", [])}
 
@@ -160,6 +170,7 @@ def options_synth(tmp_path_factory) -> Synth:
     st = s["AlbAppCookie"] = new_stack(app, "AlbAppCookie")
     fleet = VllmFleet(st, "Fleet", vpc=inference_vpc(st))
     StickyAlbFront(st, "Front", fleet=fleet,
+                   certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN),
                    stickiness=AlbStickiness.app_cookie("agent_sess", Duration.seconds(3600), "X-Agent-Session"))
 
     st = s["AlbBlueGreen"] = new_stack(app, "AlbBlueGreen")
@@ -181,7 +192,26 @@ def options_synth(tmp_path_factory) -> Synth:
 
     st = s["NlbPublic"] = new_stack(app, "NlbPublic")
     fleet = VllmFleet(st, "Fleet", vpc=inference_vpc(st))
-    StickyNlbFront(st, "Front", fleet=fleet, internet_facing=True, allowed_cidrs=["198.51.100.0/24"])
+    # TLS ends at the NLB, the target group stays TCP: source_ip stickiness is allowed (NLB001)
+    StickyNlbFront(st, "Front", fleet=fleet, internet_facing=True, allowed_cidrs=["198.51.100.0/24"],
+                   protocol="TLS", port=443, certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN))
+
+    st = s["AlbPublicInsecure"] = new_stack(app, "AlbPublicInsecure")
+    fleet = VllmFleet(st, "Fleet", vpc=inference_vpc(st), fleet_name="public-fleet")
+    StickyAlbFront(st, "Front", fleet=fleet, internet_facing=True, allowed_cidrs=["0.0.0.0/0"],
+                   allow_insecure_http=True,
+                   stickiness=AlbStickiness.app_cookie("llm_session", Duration.hours(1)))
+
+    # no env (region-agnostic), numbers from CloudFormation parameters, one fleet behind both fronts
+    st = s["Agnostic"] = cdk.Stack(app, "Agnostic")
+    min_p = cdk.CfnParameter(st, "MinCapacity", type="Number", default=1)
+    max_p = cdk.CfnParameter(st, "MaxCapacity", type="Number", default=3)
+    port_p = cdk.CfnParameter(st, "NlbPort", type="Number", default=8443)
+    fleet = VllmFleet(st, "Fleet", vpc=inference_vpc(st), min_capacity=min_p.value_as_number,
+                      max_capacity=max_p.value_as_number, instance_type="dl1.24xlarge")
+    StickyAlbFront(st, "Alb", fleet=fleet)
+    StickyNlbFront(st, "Nlb", fleet=fleet, protocol="TLS", port=port_p.value_as_number,
+                   certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN))
 
     st = s["GatewayJwt"] = new_stack(app, "GatewayJwt")
     McpGatewayLayer(st, "Gateway", gateway_name="tools-gw",

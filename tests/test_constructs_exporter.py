@@ -121,15 +121,26 @@ def test_boot_script_renders_valid_json_and_shell_quoting():
     assert userdata.cloudwatch_agent_config(spec)["logs"]["metrics_collected"]["prometheus"]["log_group_name"] == "/lg"
 
 
-def test_nginx_config_sets_cookie_from_header_only_with_safe_ids():
+def test_nginx_config_accepts_only_full_matches_of_the_session_pattern():
+    """The proxy's session-id regexes, read back from the generated config and run with Python's
+    re (`\\z` is PCRE's end of subject, `\\Z` in Python): a prefix, a suffix or a trailing
+    newline never passes. The real-nginx behaviour is tested in test_constructs_proxy.py."""
     import re
 
-    conf = userdata.nginx_config(userdata.CookieProxySpec("llm_session", "X-Session-Id"), 8000)
-    header_rx, cookie_rx = re.findall(r'"~(\^[^"]+)" \$\w+;', conf)
-    header_rx = header_rx.replace("\\\\", "\\").replace("(?<", "(?P<")  # PCRE -> Python
-    cookie_rx = cookie_rx.replace("\\\\", "\\").replace("(?<", "(?P<")
-    assert re.match(header_rx, "sess-42|")  # header present, no cookie yet
-    assert re.match(header_rx, "sess-42|old")  # header wins over an older cookie
-    assert re.match(cookie_rx, "|sess-42")  # no header: re-set from the cookie
-    assert not re.match(header_rx, "bad value;|") and not re.match(cookie_rx, "|")
+    conf = userdata.nginx_config(userdata.ProxySpec("llm_session", "X-Session-Id"), 8000)
+    sid_maps = re.findall(r'map (\$\w+) \$llm_affinity_(hdr|ck|q)_sid \{\n    "~([^"]+)" \1;', conf)
+    assert [(src, kind) for src, kind, _ in sid_maps] == [
+        ("$http_x_session_id", "hdr"), ("$cookie_llm_session", "ck"), ("$arg_llm_session", "q")]
+    for _, _, rx in sid_maps:
+        py = re.compile(rx.replace("\\z", "\\Z"))
+        assert py.match("sess-42") and py.match("A.b_c~d-9") and py.match("x" * 128)
+        for bad in ("abc\n", "abc|x; Domain=evil", "x" * 129, "", "a b", "abc;", "ab\"c"):
+            assert not py.match(bad), bad
     assert conf.count("{") == conf.count("}")
+
+
+def test_nginx_config_without_cookie_is_a_plain_reverse_proxy():
+    conf = userdata.nginx_config(userdata.ProxySpec(instance_id="i-0123456789abcdef0"), 8000)
+    assert "Set-Cookie" not in conf and "$cookie_" not in conf and "return 400" not in conf
+    assert 'add_header X-Served-By "i-0123456789abcdef0" always;' in conf
+    assert "proxy_pass http://127.0.0.1:8000;" in conf

@@ -9,7 +9,7 @@ import pytest
 pytest.register_assert_rewrite("conftest_cdk")
 from aws_cdk.assertions import Match, Template
 
-from conftest_cdk import heredoc, user_data
+from conftest_cdk import heredoc, packed, user_data
 
 pytest_plugins = ["conftest_cdk"]
 pytestmark = pytest.mark.cdk
@@ -19,7 +19,7 @@ def test_defaults_are_secure_and_sized(options_synth):
     t = Template.from_json(options_synth.templates["FleetDefaults"])
     t.has_resource_properties("AWS::EC2::LaunchTemplate", {"LaunchTemplateData": Match.object_like({
         "InstanceType": "g6.xlarge",
-        "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 2},
+        "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1},  # no container reaches IMDS
         "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {
             "DeleteOnTermination": True, "Encrypted": True, "VolumeSize": 200, "VolumeType": "gp3"}}],
         "NetworkInterfaces": [Match.object_like({"AssociatePublicIpAddress": False, "DeviceIndex": 0})],
@@ -69,6 +69,12 @@ def test_least_privilege_role(options_synth):
                for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
     assert not any(a.endswith("*") for a in actions), actions
     assert "secretsmanager:GetSecretValue" not in actions
+    logs_stmt = [st for st in policy["Properties"]["PolicyDocument"]["Statement"] if "logs:PutLogEvents" in st["Action"]][0]
+    groups = {r["Fn::GetAtt"][0] if "Fn::GetAtt" in r else r["Fn::Join"][1][0]["Fn::GetAtt"][0] for r in logs_stmt["Resource"]}
+    t.resource_count_is("AWS::Logs::LogGroup", 3)  # engine metrics, proxy access log, VPC flow logs
+    assert len(groups) == 2 and all(g.startswith("Fleet") for g in groups)
+    t.has_resource_properties("AWS::Logs::LogGroup", {"LogGroupName": Match.string_like_regexp("^/llm-affinity/.+/access$"),
+                                                      "RetentionInDays": 30})
 
 
 def test_user_data_runs_vllm_with_prefix_caching(options_synth):
@@ -78,8 +84,11 @@ def test_user_data_runs_vllm_with_prefix_caching(options_synth):
     assert "--model Qwen/Qwen2.5-7B-Instruct" in run
     assert "--port 8000" in run and "-p 8000:8000" in run
     assert "--enable-prefix-caching" in run and "--no-enable-prefix-caching" not in ud
+    assert "--enable-prompt-tokens-details" in run  # usage carries prompt_tokens_details.cached_tokens
     assert "--gpus all" in run and "HUGGING_FACE_HUB_TOKEN" not in run
-    assert "X-aws-ec2-metadata-token" in ud  # IMDSv2 token flow
+    assert "VLLM_API_KEY" not in ud and "--api-key" not in ud  # internal front: no API key by default
+    assert "X-aws-ec2-metadata-token" in ud  # IMDSv2 token flow, on the host
+    assert '[[ "$INSTANCE_ID" =~ ^i-[0-9a-f]{8,17}$ ]] || {' in ud  # validated before any sed uses it
 
 
 def test_cloudwatch_agent_scrapes_metrics(options_synth):
@@ -100,14 +109,68 @@ def test_cloudwatch_agent_scrapes_metrics(options_synth):
         assert any(re.match(sel, metric) for sel in decl["metric_selectors"]), metric
     assert "emf" in agent["logs"]["metrics_collected"]
     assert "amazon-cloudwatch-agent-ctl -a fetch-config -m ec2" in ud
+    # the proxy's JSON access log is shipped, one stream per instance
+    files = agent["logs"]["logs_collected"]["files"]["collect_list"]
+    assert files == [{"file_path": "/var/log/llm-affinity/access.log",
+                      "log_group_name": files[0]["log_group_name"], "log_stream_name": "{instance_id}", "timezone": "UTC"}]
+    assert files[0]["log_group_name"].startswith("/llm-affinity/") and files[0]["log_group_name"].endswith("/access")
     # the TTFT exporter (histograms are dropped by the agent) is installed and started
-    assert "def quantile(" in heredoc(ud, "LLM_AFFINITY_EXPORTER")
+    from llm_affinity.constructs.userdata import exporter_source
+
+    assert packed(ud, "LLM_AFFINITY_EXPORTER") == exporter_source()
     assert "systemctl daemon-reload && systemctl enable --now llm-affinity-ttft.service" in ud
 
 
-def test_no_cookie_proxy_without_app_cookie(options_synth):
+def test_plain_proxy_without_app_cookie(options_synth):
+    """Every fleet serves through its proxy (X-Served-By, access log); without app-cookie mode it
+    sets no cookie. It runs on Docker's bridge network: with hop limit 1 it cannot reach IMDS."""
     ud = user_data(options_synth.one("FleetDefaults", "AWS::EC2::LaunchTemplate"))
-    assert "nginx" not in ud
+    conf = heredoc(ud, "LLM_AFFINITY_NGINX")
+    assert "Set-Cookie" not in conf and "listen 8080;" in conf
+    assert 'add_header X-Served-By "__INSTANCE_ID__" always;' in conf
+    assert 'sed -i "s/__INSTANCE_ID__/$INSTANCE_ID/g" /etc/llm-affinity/nginx.conf' in ud
+    assert "proxy_pass http://host.docker.internal:8000;" in conf
+    proxy = next(line for line in ud.splitlines() if line.startswith("docker run -d --name llm-affinity-proxy"))
+    assert "--network host" not in ud and "--add-host host.docker.internal:host-gateway" in proxy
+    assert "-v /var/log/llm-affinity:/var/log/llm-affinity" in proxy and "nginx:1.27-alpine" in proxy
+    assert ud.index("docker run -d --name vllm") < ud.index("docker run -d --name llm-affinity-proxy")
+
+
+def test_boot_script_is_valid_bash_and_fits_user_data(options_synth):
+    import shutil
+    import subprocess
+
+    for sid in ("FleetDefaults", "FleetCustom", "AlbAppCookie", "AlbHttps", "AlbPublicInsecure"):
+        ud = user_data(options_synth.one(sid, "AWS::EC2::LaunchTemplate"))
+        assert len(ud.encode()) < 16384, (sid, len(ud.encode()))  # EC2's limit on raw user data
+        if shutil.which("bash"):
+            out = subprocess.run(["bash", "-n"], input=ud, capture_output=True, text=True)
+            assert out.returncode == 0, (sid, out.stderr)
+
+
+def test_secrets_are_read_on_the_host_and_never_in_user_data(options_synth):
+    """API key (internet-facing front): a generated Secrets Manager secret, read at boot by the
+    instance role (that one secret only), handed to vLLM through its environment."""
+    t = Template.from_json(options_synth.templates["AlbHttps"])
+    t.has_resource_properties("AWS::SecretsManager::Secret", {"GenerateSecretString": Match.object_like({
+        "ExcludePunctuation": True, "PasswordLength": 48})})
+    secret_id = next(iter(options_synth.resources("AlbHttps", "AWS::SecretsManager::Secret")))
+    assert '"SecretString"' not in json.dumps(options_synth.resources("AlbHttps", "AWS::SecretsManager::Secret"))
+    policy = [p for p in options_synth.resources("AlbHttps", "AWS::IAM::Policy").values()
+              if "InstanceRole" in json.dumps(p["Properties"]["Roles"])][0]
+    reads = [st for st in policy["Properties"]["PolicyDocument"]["Statement"]
+             if "secretsmanager:GetSecretValue" in st["Action"]]
+    assert reads == [{"Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+                      "Effect": "Allow", "Resource": {"Ref": secret_id}}]
+    ud = user_data(options_synth.one("AlbHttps", "AWS::EC2::LaunchTemplate"))
+    assert ("VLLM_API_KEY=$(aws secretsmanager get-secret-value --secret-id '${Ref}' --query SecretString "
+            "--output text)\nexport VLLM_API_KEY\n") in ud
+    run = next(line for line in ud.splitlines() if line.startswith("docker run -d --name vllm "))
+    assert " -e VLLM_API_KEY " in run and "--api-key" not in ud
+    for sid in options_synth.templates:
+        for lt in options_synth.resources(sid, "AWS::EC2::LaunchTemplate").values():
+            text = user_data(lt)
+            assert "$VLLM_API_KEY" not in text and "$HUGGING_FACE_HUB_TOKEN" not in text, sid  # never on a command line
 
 
 def test_custom_options(options_synth):
@@ -125,8 +188,9 @@ def test_custom_options(options_synth):
     run = next(line for line in ud.splitlines() if line.startswith("docker run -d --name vllm "))
     assert "vllm/vllm-openai:v0.10.2" in run and "--max-model-len 32768" in run
     assert "--model meta-llama/Llama-3.1-8B-Instruct" in run
-    assert '-e HUGGING_FACE_HUB_TOKEN="$HF_TOKEN"' in run
-    assert "aws secretsmanager get-secret-value --secret-id" in ud
+    assert " -e HUGGING_FACE_HUB_TOKEN " in run
+    assert "HUGGING_FACE_HUB_TOKEN=$(aws secretsmanager get-secret-value --secret-id" in ud
+    assert "export HUGGING_FACE_HUB_TOKEN" in ud
     policy = json.dumps(options_synth.resources("FleetCustom", "AWS::IAM::Policy"))
     assert "secretsmanager:GetSecretValue" in policy
     assert '"custom-fleet"' in json.dumps(json.loads(heredoc(ud, "LLM_AFFINITY_PROM")))

@@ -9,7 +9,7 @@ import pytest
 pytest.register_assert_rewrite("conftest_cdk")
 from aws_cdk.assertions import Match, Template
 
-from conftest_cdk import CERT_ARN, heredoc, lb_attrs, tg_attrs, user_data
+from conftest_cdk import CERT_ARN, flatten, heredoc, lb_attrs, tg_attrs, user_data
 
 pytest_plugins = ["conftest_cdk"]
 pytestmark = pytest.mark.cdk
@@ -24,7 +24,7 @@ def test_alb_defaults_lb_cookie_http_with_warning(options_synth):
     assert a["load_balancing.algorithm.type"] == "least_outstanding_requests"
     assert a["deregistration_delay.timeout_seconds"] == "300"
     p = tg["Properties"]
-    assert p["Port"] == 8000 and p["Protocol"] == "HTTP" and p["HealthCheckPath"] == "/health"
+    assert p["Port"] == 8080 and p["Protocol"] == "HTTP" and p["HealthCheckPath"] == "/health"  # the proxy
     assert {"Key": "llm-affinity:role", "Value": "inference"} in p["Tags"]
     lb = options_synth.one("AlbHttpDefault", "AWS::ElasticLoadBalancingV2::LoadBalancer")
     la = lb_attrs(lb)
@@ -39,10 +39,10 @@ def test_alb_defaults_lb_cookie_http_with_warning(options_synth):
             {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]},
         "PublicAccessBlockConfiguration": Match.object_like({"BlockPublicAcls": True, "RestrictPublicBuckets": True})})
     assert any("PlainHttpListener" in text for _, text in options_synth.messages["AlbHttpDefault"])
-    # the fleet accepts traffic only from the ALB security group, on the vLLM port
+    # the fleet accepts traffic only from the ALB security group, on the proxy port
     ingress = options_synth.resources("AlbHttpDefault", "AWS::EC2::SecurityGroupIngress")
-    assert any(r["Properties"].get("FromPort") == 8000 and "SourceSecurityGroupId" in r["Properties"]
-               for r in ingress.values())
+    assert [(r["Properties"]["FromPort"], "SourceSecurityGroupId" in r["Properties"]) for r in ingress.values()] == [
+        (8080, True)]
     assert not any(r["Properties"].get("CidrIp") == "0.0.0.0/0" for r in ingress.values())
 
 
@@ -73,13 +73,15 @@ def test_alb_app_cookie_runs_cookie_proxy(options_synth):
     assert tg["Properties"]["Port"] == 8080  # nginx, not vLLM
     ud = user_data(options_synth.one("AlbAppCookie", "AWS::EC2::LaunchTemplate"))
     conf = heredoc(ud, "LLM_AFFINITY_NGINX")
-    assert "listen 8080;" in conf and "proxy_pass http://127.0.0.1:8000;" in conf
+    assert "listen 8080;" in conf and "proxy_pass http://host.docker.internal:8000;" in conf
     assert "proxy_buffering off;" in conf and "proxy_request_buffering off;" in conf
-    assert '"$http_x_agent_session|$cookie_agent_sess"' in conf
-    assert 'default "agent_sess=$llm_affinity_sid; Path=/; HttpOnly; SameSite=Lax";' in conf
+    assert "map $http_x_agent_session $llm_affinity_hdr_sid {" in conf
+    assert "map $cookie_agent_sess $llm_affinity_ck_sid {" in conf
+    # HTTPS listener: the cookie is Secure
+    assert 'default "agent_sess=$llm_affinity_sid; Path=/; HttpOnly; SameSite=Lax; Secure";' in conf
     assert "add_header Set-Cookie $llm_affinity_set_cookie always;" in conf
+    assert "if ($llm_affinity_hdr_bad) { return 400" in conf
     assert "docker run -d --name llm-affinity-proxy" in ud and "nginx:1.27-alpine" in ud
-    assert len(ud.encode()) < 16384  # EC2 limit on raw user data (the largest variant)
     assert "--enable-prefix-caching" in ud
     ingress = options_synth.resources("AlbAppCookie", "AWS::EC2::SecurityGroupIngress")
     assert {r["Properties"]["FromPort"] for r in ingress.values()} == {8080}
@@ -123,11 +125,70 @@ def test_nlb_tls_without_stickiness(options_synth):
     assert "stickiness.enabled" not in a or a["stickiness.enabled"] == "false"
 
 
-def test_nlb_internet_facing_warns(options_synth):
+def test_nlb_internet_facing_tls_keeps_stickiness_and_warns(options_synth):
     lb = options_synth.one("NlbPublic", "AWS::ElasticLoadBalancingV2::LoadBalancer")
     assert lb["Properties"]["Scheme"] == "internet-facing"
+    t = Template.from_json(options_synth.templates["NlbPublic"])
+    t.has_resource_properties("AWS::ElasticLoadBalancingV2::Listener", {"Port": 443, "Protocol": "TLS"})
+    tg = options_synth.one("NlbPublic", "AWS::ElasticLoadBalancingV2::TargetGroup")
+    assert tg["Properties"]["Protocol"] == "TCP" and tg_attrs(tg)["stickiness.type"] == "source_ip"
+    t.resource_count_is("AWS::SecretsManager::Secret", 1)  # internet-facing: API key on by default
     assert any("InternetFacingSourceIp" in text for _, text in options_synth.messages["NlbPublic"])
     sg = [r for r in options_synth.resources("NlbPublic", "AWS::EC2::SecurityGroup").values()
           if "inference NLB" in r["Properties"]["GroupDescription"]][0]
     assert [r["CidrIp"] for r in sg["Properties"]["SecurityGroupIngress"]] == ["198.51.100.0/24"]
     assert json.dumps(sg).count("0.0.0.0/0") == 0
+
+
+def test_alb_public_insecure_only_when_said_and_with_api_key(options_synth):
+    """Internet-facing plain HTTP open to 0.0.0.0/0 is built only with allow_insecure_http=True;
+    it still warns, and vLLM gets an API key (on by default for such a front)."""
+    lb = options_synth.one("AlbPublicInsecure", "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    assert lb["Properties"]["Scheme"] == "internet-facing"
+    assert any("PlainHttpListener" in text for _, text in options_synth.messages["AlbPublicInsecure"])
+    sg = [r for r in options_synth.resources("AlbPublicInsecure", "AWS::EC2::SecurityGroup").values()
+          if "inference ALB" in r["Properties"]["GroupDescription"]][0]
+    assert [(r["CidrIp"], r["FromPort"]) for r in sg["Properties"]["SecurityGroupIngress"]] == [("0.0.0.0/0", 80)]
+    Template.from_json(options_synth.templates["AlbPublicInsecure"]).resource_count_is("AWS::SecretsManager::Secret", 1)
+    ud = user_data(options_synth.one("AlbPublicInsecure", "AWS::EC2::LaunchTemplate"))
+    conf = heredoc(ud, "LLM_AFFINITY_NGINX")
+    assert 'default "llm_session=$llm_affinity_sid; Path=/; HttpOnly; SameSite=Lax";' in conf  # HTTP: no Secure
+    assert "/llm-affinity/public-fleet/access" in ud
+
+
+def test_region_agnostic_stack_logs_through_the_delivery_principals(options_synth):
+    """No env: CDK's log_access_logs would fail (RegionRequiredEnableBvAccess). The ALB bucket
+    names logdelivery.elasticloadbalancing.amazonaws.com plus, in Regions older than August
+    2022, the Region's ELB account chosen by conditions; the NLB bucket delivery.logs."""
+    tpl = options_synth.templates["Agnostic"]
+    policies = list(options_synth.resources("Agnostic", "AWS::S3::BucketPolicy").values())
+    statements = [st for p in policies for st in p["Properties"]["PolicyDocument"]["Statement"]]
+    principals = [st["Principal"] for st in statements if st["Effect"] == "Allow"]
+    assert {"Service": "logdelivery.elasticloadbalancing.amazonaws.com"} in principals
+    assert {"Service": "delivery.logs.amazonaws.com"} in principals
+    legacy = [p for p in principals if "AWS" in p]
+    assert len(legacy) == 1 and "Fn::If" in json.dumps(legacy[0])
+    # no Fn::FindInMap: CloudFormation fails a missing key even in an Fn::If branch it does not take
+    assert "Mappings" not in tpl and "Fn::FindInMap" not in json.dumps(tpl)
+    chain, accounts = legacy[0]["AWS"], {}
+    while isinstance(chain, dict) and "Fn::If" in chain:
+        cond, then, chain = chain["Fn::If"]
+        region = tpl["Conditions"][cond]["Fn::Equals"][1]
+        accounts[region] = flatten(then).split(":")[4]
+    assert accounts["us-east-1"] == "127311923021" and accounts["eu-west-1"] == "156460612806"
+    assert "il-central-1" not in accounts and len(accounts) >= 30
+    assert flatten(chain) == "arn:${Ref}:iam::${Ref}:root"  # elsewhere: the stack's own account
+    lbs = options_synth.resources("Agnostic", "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    for lb in lbs.values():
+        assert lb_attrs(lb)["access_logs.s3.enabled"] == "true"
+        assert lb.get("DependsOn"), "the load balancer must wait for its bucket policy"
+
+
+def test_numbers_may_be_cloudformation_parameters(options_synth):
+    asg = options_synth.one("Agnostic", "AWS::AutoScaling::AutoScalingGroup")["Properties"]
+    assert asg["MinSize"] == {"Ref": "MinCapacity"} and asg["MaxSize"] == {"Ref": "MaxCapacity"}
+    listeners = options_synth.resources("Agnostic", "AWS::ElasticLoadBalancingV2::Listener").values()
+    tls = [li for li in listeners if li["Properties"]["Protocol"] == "TLS"][0]
+    assert tls["Properties"]["Port"] == {"Ref": "NlbPort"}
+    lt = options_synth.one("Agnostic", "AWS::EC2::LaunchTemplate")
+    assert lt["Properties"]["LaunchTemplateData"]["InstanceType"] == "dl1.24xlarge"

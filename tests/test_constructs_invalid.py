@@ -76,7 +76,7 @@ def test_cookie_name_the_proxy_cannot_read(scope):
     fleet = _fleet(scope)
     _raises(lambda: StickyAlbFront(scope[0], _id("Front"), fleet=fleet,
                                    stickiness=AlbStickiness.app_cookie("my-session")),
-            "cookie_name='my-session'", "A-Z a-z 0-9 _")
+            "cookie_name='my-session'", "^[A-Za-z0-9_]{1,64}$")
 
 
 def test_alb_cross_zone_off(scope):
@@ -135,7 +135,9 @@ def test_alb_group_stickiness_and_weights(scope):
             "green_weight=1000", "0-999")
 
 
-def test_nlb_stickiness_with_tls(scope):
+def test_nlb_tls_termination_keeps_stickiness(scope):
+    """AWS restricts only a TLS listener with a TLS target group (NLB001); the construct forwards
+    TLS-terminated traffic to a TCP target group, so stickiness is allowed."""
     from aws_cdk import aws_certificatemanager as acm
 
     from conftest_cdk import CERT_ARN
@@ -143,8 +145,65 @@ def test_nlb_stickiness_with_tls(scope):
 
     fleet = _fleet(scope)
     cert = acm.Certificate.from_certificate_arn(scope[0], _id("Cert"), CERT_ARN)
-    _raises(lambda: StickyNlbFront(scope[0], _id("Nlb"), fleet=fleet, protocol="TLS", certificate=cert),
-            "protocol='TLS'", "stickiness=True", "protocol='TCP'")
+    front = StickyNlbFront(scope[0], _id("Nlb"), fleet=fleet, protocol="TLS", certificate=cert)
+    assert front.target_group.node.default_child.protocol == "TCP"
+    _raises(lambda: StickyNlbFront(scope[0], _id("Nlb"), fleet=_fleet(scope), protocol="TLS"),
+            "certificate=None", "protocol='TLS'")
+
+
+def _cert(scope):
+    from aws_cdk import aws_certificatemanager as acm
+
+    from conftest_cdk import CERT_ARN
+
+    return acm.Certificate.from_certificate_arn(scope[0], _id("Cert"), CERT_ARN)
+
+
+def test_internet_facing_without_tls_needs_explicit_consent(scope):
+    from llm_affinity.constructs import StickyAlbFront, StickyNlbFront
+
+    for cls in (StickyAlbFront, StickyNlbFront):
+        msg = _raises(lambda: cls(scope[0], _id("F"), fleet=_fleet(scope), internet_facing=True),
+                      "internet_facing=True without a certificate is not allowed", "allow_insecure_http=True")
+        assert msg.startswith(cls.__name__ + ":")
+        front = cls(scope[0], _id("F"), fleet=_fleet(scope), internet_facing=True, allow_insecure_http=True)
+        assert front.fleet.api_key_secret is not None  # internet-facing: API key on by default
+
+
+def test_open_to_the_world_without_api_key_needs_explicit_consent(scope):
+    from llm_affinity.constructs import StickyAlbFront, StickyNlbFront
+
+    for cls in (StickyAlbFront, StickyNlbFront):
+        for cidr in ("0.0.0.0/0", "::/0"):
+            _raises(lambda: cls(scope[0], _id("F"), fleet=_fleet(scope), allowed_cidrs=[cidr], api_key=False),
+                    f"allowed_cidrs contains {cidr}", "api_key=False", "allow_public_without_api_key=True")
+        fleet = _fleet(scope)
+        cls(scope[0], _id("F"), fleet=fleet, allowed_cidrs=["0.0.0.0/0"], api_key=False,
+            allow_public_without_api_key=True)
+        assert fleet.api_key_secret is None
+        for cidr in ("0.0.0.0/0", "::/0"):
+            fleet = _fleet(scope)
+            cls(scope[0], _id("F"), fleet=fleet, allowed_cidrs=[cidr])  # automatic: key on
+            assert fleet.api_key_secret is not None
+    fleet = _fleet(scope)
+    StickyAlbFront(scope[0], _id("F"), fleet=fleet)  # internal, VPC CIDR: no key unless asked
+    assert fleet.api_key_secret is None
+
+
+def test_api_key_given_as_secret_and_conflicts(scope):
+    from aws_cdk import aws_secretsmanager as sm
+
+    from llm_affinity.constructs import StickyAlbFront
+
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:vllm-key-AbCdEf"
+    secret = sm.Secret.from_secret_complete_arn(scope[0], _id("S"), arn)
+    fleet = _fleet(scope)
+    StickyAlbFront(scope[0], _id("F"), fleet=fleet, api_key=secret)
+    assert fleet.api_key_secret is secret
+    other = sm.Secret.from_secret_complete_arn(scope[0], _id("S"), arn.replace("vllm-key", "other-key"))
+    _raises(lambda: fleet.enable_api_key(other), "api_key_secret conflicts")
+    bad = sm.Secret.from_secret_complete_arn(scope[0], _id("S"), "arn:aws:secretsmanager:us-east-1:123456789012:secret:x';reboot;'-AbCdEf")
+    _raises(lambda: _fleet(scope, api_key_secret=bad), "api_key_secret=", "arn:aws")
 
 
 def test_nlb_cross_zone_off_and_protocol(scope):
@@ -186,6 +245,10 @@ def test_gateway_jwt_and_name(scope):
 
     _raises(lambda: GatewayAuthorizer.custom_jwt("https://idp.example.com/", allowed_clients=["c"]),
             "discovery_url=", "openid-configuration")
+    for url in ("http://idp.example.com/.well-known/openid-configuration",
+                "HTTP://idp.example.com/.well-known/openid-configuration",
+                "https://idp.example.com/a b/.well-known/openid-configuration"):
+        _raises(lambda: GatewayAuthorizer.custom_jwt(url, allowed_clients=["c"]), f"discovery_url={url!r}", "https://")
     _raises(lambda: GatewayAuthorizer.custom_jwt("https://idp.example.com/.well-known/openid-configuration"),
             "allowed_audience=()")
     _raises(lambda: McpGatewayLayer(scope[0], _id("Gw"), gateway_name="bad_name!"), "gateway_name='bad_name!'")
@@ -193,14 +256,49 @@ def test_gateway_jwt_and_name(scope):
 
 @pytest.mark.parametrize("kw,frag", [
     ({"instance_type": "m5.xlarge"}, "instance_type='m5.xlarge'"),
-    ({"root_volume_gib": 50}, "root_volume_gib=50 GiB"),
+    ({"root_volume_gib": 50}, "root_volume_gib=50 is not allowed; allowed: an integer 100-16384"),
     ({"min_capacity": 3, "max_capacity": 2}, "max_capacity=2"),
     ({"desired_capacity": 9}, "desired_capacity=9"),
     ({"vllm_args": ["--no-enable-prefix-caching"]}, "vllm_args='--no-enable-prefix-caching'"),
     ({"vllm_image": "vllm/vllm-openai"}, "vllm_image='vllm/vllm-openai'"),
+    ({"fleet_name": "a b"}, "fleet_name='a b'"),
+    ({"fleet_name": "x --url http://evil"}, "fleet_name='x --url http://evil'"),
+    ({"fleet_name": "f\nExecStartPre=/bin/sh"}, "fleet_name='f\\nExecStartPre=/bin/sh'"),
+    ({"fleet_name": "-leading"}, "fleet_name='-leading'"),
+    ({"fleet_name": "x" * 65}, "fleet_name="),
+    ({"model_id": "org/model;reboot"}, "model_id='org/model;reboot'"),
+    ({"model_id": "$(id)"}, "model_id='$(id)'"),
+    ({"vllm_image": "vllm/vllm-openai:v1 --privileged"}, "vllm_image="),
+    ({"vllm_args": ["--chat-template", "$(curl evil)"]}, "vllm_args='$(curl evil)'"),
+    ({"vllm_args": ["--api-key", "secret"]}, "vllm_args='--api-key'"),
+    ({"vllm_args": ["--api-key=secret"]}, "vllm_args='--api-key=secret'"),
+    ({"session_header": "X-Session Id"}, "session_header='X-Session Id'"),
+    ({"session_query": "a-b"}, "session_query='a-b'"),
+    ({"min_capacity": 1.5}, "min_capacity=1.5"),
+    ({"max_capacity": 0}, "max_capacity=0"),
 ])
 def test_fleet_invalid(scope, kw, frag):
-    _raises(lambda: _fleet(scope, **kw), frag, "allowed")
+    msg = _raises(lambda: _fleet(scope, **kw), frag, "allowed")
+    assert msg.startswith("VllmFleet: ")
+    if "^" in msg:  # strings written into the boot script name the pattern they must match
+        assert re.search(r"matching \^.+\$ \(", msg)
+
+
+@pytest.mark.parametrize("instance_type", ["g6.xlarge", "gr6.4xlarge", "p5.48xlarge", "inf2.xlarge",
+                                           "trn1.2xlarge", "dl1.24xlarge", "dl2q.24xlarge"])
+def test_fleet_accepts_every_family_the_linter_counts(scope, instance_type):
+    from llm_affinity.checks.definitions import is_accelerated_instance_type
+
+    assert is_accelerated_instance_type(instance_type)
+    assert _fleet(scope, instance_type=instance_type).instance_type == instance_type
+
+
+def test_user_data_strings_must_be_literals(scope):
+    from aws_cdk import CfnParameter
+
+    p = CfnParameter(scope[0], _id("Name"), type="String")
+    _raises(lambda: _fleet(scope, fleet_name=p.value_as_string), "deploy-time value", "fleet_name=")
+    _raises(lambda: _fleet(scope, model_id=p.value_as_string), "deploy-time value", "model_id=")
 
 
 @pytest.mark.parametrize("kw,frag", [
@@ -232,9 +330,60 @@ def test_tokens_are_not_judged(scope):
     assert s.kind == "lb_cookie"
 
 
+def test_numeric_tokens_are_not_judged(scope):
+    """Counts, ports, weights and thresholds from CloudFormation parameters pass at synth."""
+    from aws_cdk import CfnParameter
+
+    from llm_affinity.constructs import AffinityDashboard, StickyAlbFront, StickyNlbFront
+
+    def num():
+        return CfnParameter(scope[0], _id("N"), type="Number").value_as_number
+
+    fleet = _fleet(scope, min_capacity=num(), max_capacity=num(), desired_capacity=num(), root_volume_gib=num(),
+                   queue_target=num())
+    StickyNlbFront(scope[0], _id("Nlb"), fleet=fleet, port=num())
+    blue, green = _fleet(scope), _fleet(scope)
+    StickyAlbFront(scope[0], _id("Alb"), fleet=blue, green_fleet=green, blue_weight=num(), green_weight=num())
+    AffinityDashboard(scope[0], _id("D"), fleet=fleet, hit_rate_floor=num(), hot_replica_ratio=num(),
+                      queue_depth_ceiling=num())
+    # resolved numbers are still judged
+    _raises(lambda: StickyNlbFront(scope[0], _id("Nlb"), fleet=_fleet(scope), port=70000), "port=70000", "1-65535")
+    _raises(lambda: StickyAlbFront(scope[0], _id("Alb"), fleet=_fleet(scope), green_fleet=_fleet(scope),
+                                   blue_weight=True), "blue_weight=True")
+
+
 def test_suppress_requires_reason_and_rule_id(scope):
     from llm_affinity.constructs import suppress
 
     fleet = _fleet(scope)
     _raises(lambda: suppress(fleet.asg, "ALB003", ""), "reason=''")
     _raises(lambda: suppress(fleet.asg, "alb-3", "a long enough reason"), "rule_id='alb-3'")
+
+
+def test_constructs_import_the_inference_definitions_instead_of_copying_them():
+    """One source of truth (checks/definitions.py): the role tag, the accelerated families, the
+    inference-server pattern and the metadata key are imported by the constructs, never redefined."""
+    import importlib
+    from pathlib import Path
+
+    from llm_affinity.checks import definitions
+
+    fleet = importlib.import_module("llm_affinity.constructs.fleet")
+    suppress = importlib.import_module("llm_affinity.constructs.suppress")  # the package exports a function of that name
+
+    assert fleet.INFERENCE_TAG == (definitions.ROLE_TAG, definitions.ROLE_INFERENCE)
+    assert fleet.is_accelerated_instance_type is definitions.is_accelerated_instance_type
+    assert fleet.starts_inference_server is definitions.starts_inference_server
+    assert suppress.METADATA_KEY is definitions.METADATA_KEY
+    source = "".join(p.read_text() for p in Path(fleet.__file__).parent.glob("*.py"))
+    for copied in ('"llm-affinity:role"', "inf|trn", "inf\\d", "vllm-openai|", 'METADATA_KEY = "'):
+        assert copied not in source, copied
+
+
+def test_an_image_the_linter_cannot_recognise_is_warned_about(scope):
+    def warnings(fleet):
+        return [str(e.data) for e in fleet.node.metadata if e.type == "aws:cdk:warning"]
+
+    custom = _fleet(scope, vllm_image="registry.example.com/team/llm-server:1.2")
+    assert len(warnings(custom)) == 1 and "not recognised as an inference server" in warnings(custom)[0]
+    assert warnings(_fleet(scope)) == []

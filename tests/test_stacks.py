@@ -56,6 +56,68 @@ def test_reference_stacks_shape(reference_synth):
         assert r.resources(sid, "AWS::CloudWatch::Dashboard"), sid
 
 
+def test_reference_alb_stacks_say_loudly_when_they_fall_back_to_http(reference_synth):
+    """Without llm-affinity:certificate-arn the ALB stacks are plain HTTP for synth-only use: one
+    WARNING annotation per stack (what `make run` prints), the construct's generic one folded in."""
+    for sid in ("LlmAffinityAlbDuration", "LlmAffinityAlbAppCookie"):
+        warnings = [text for level, text in reference_synth.messages[sid] if level.endswith("WARNING")]
+        assert len(warnings) == 1, warnings
+        assert "NO CERTIFICATE, plain HTTP on port 80" in warnings[0]
+        assert "-c llm-affinity:certificate-arn=" in warnings[0] and "llm-affinity:ReferenceHttpFallback" in warnings[0]
+    for sid in ("LlmAffinityNlbSourceIp", "LlmAffinityMcpGateway"):
+        assert not [t for lvl, t in reference_synth.messages[sid] if lvl.endswith("WARNING")], sid
+
+
+def test_reference_alb_stack_serves_https_with_a_certificate_context(tmp_path):
+    from conftest_cdk import CERT_ARN, heredoc, user_data
+
+    app, stack = _single_stack_app(tmp_path, "LlmAffinityAlbAppCookie", **{"llm-affinity:certificate-arn": CERT_ARN})
+    art = app.synth().get_stack_by_name("LlmAffinityAlbAppCookie")
+    assert not [m for m in art.messages if "WARNING" in str(m.level)]
+    tpl = json.loads(Path(art.template_full_path).read_text())
+    listeners = [v["Properties"] for v in tpl["Resources"].values() if v["Type"] == "AWS::ElasticLoadBalancingV2::Listener"]
+    assert [(li["Port"], li["Protocol"], li["Certificates"]) for li in listeners] == [
+        (443, "HTTPS", [{"CertificateArn": CERT_ARN}])]
+    lt = [v for v in tpl["Resources"].values() if v["Type"] == "AWS::EC2::LaunchTemplate"][0]
+    assert "; HttpOnly; SameSite=Lax; Secure\";" in heredoc(user_data(lt), "LLM_AFFINITY_NGINX")
+
+
+def test_reference_refuses_a_certificate_context_that_is_not_an_acm_arn(tmp_path):
+    from llm_affinity.constructs import AffinityPropError
+
+    with pytest.raises(AffinityPropError, match="llm-affinity:certificate-arn='not-an-arn' is not allowed"):
+        _single_stack_app(tmp_path, "LlmAffinityAlbDuration", **{"llm-affinity:certificate-arn": "not-an-arn"})
+
+
+def test_exposed_and_region_agnostic_fronts_pass_cdk_nag_with_reasons(tmp_path):
+    """An internet-facing HTTPS front open to 0.0.0.0/0 (API key on) and fronts in a stack without
+    env pass AwsSolutions; the exceptions they need are acknowledged with their reasons."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_certificatemanager as acm
+    from cdk_nag import AwsSolutionsChecks
+
+    from conftest_cdk import AZ_CONTEXT, CERT_ARN, new_stack
+    from llm_affinity.constructs import StickyAlbFront, StickyNlbFront, VllmFleet
+    from llm_affinity.stacks.network import inference_vpc
+
+    app = cdk.App(context=AZ_CONTEXT, outdir=str(tmp_path))
+    st = new_stack(app, "Exposed")
+    StickyAlbFront(st, "Alb", fleet=VllmFleet(st, "Fleet", vpc=inference_vpc(st)), internet_facing=True,
+                   allowed_cidrs=["0.0.0.0/0"], certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN))
+    agnostic = cdk.Stack(app, "NoEnv")
+    fleet = VllmFleet(agnostic, "Fleet", vpc=inference_vpc(agnostic))
+    StickyAlbFront(agnostic, "Alb", fleet=fleet)
+    StickyNlbFront(agnostic, "Nlb", fleet=fleet)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    app.synth()
+    nag = [p for p in _report(tmp_path)["pluginReports"] if p["pluginName"] == "AwsSolutions"][0]
+    assert nag["conclusion"] == "success" and not nag.get("violations")
+    reasons = {(v["ruleName"], v["violatingConstructs"][0]["constructPath"].split("/")[0]): v["reason"]
+               for v in nag["suppressedViolations"]}
+    assert "replacing the instances" in reasons[("AwsSolutions-SMG4", "Exposed")]
+    assert "requested explicitly through allowed_cidrs" in reasons[("AwsSolutions-EC23", "Exposed")]
+
+
 def _cfn_lint_errors(path: Path) -> list[str]:
     from cfnlint.api import ManualArgs, lint
 
@@ -112,14 +174,14 @@ def test_every_acknowledgement_has_a_real_reason(reference_synth):
         assert len(reason.split()) >= 8, f"{path} {rule_id}: reason too thin: {reason!r}"
 
 
-def _single_stack_app(outdir: Path, stack_id: str):
+def _single_stack_app(outdir: Path, stack_id: str, **context):
     sys.path.insert(0, str(ROOT))
     import aws_cdk as cdk
 
     import app as app_module
     from llm_affinity.stacks import build_reference_app
 
-    app = cdk.App(context=app_module.cdk_json_context(), outdir=str(outdir))
+    app = cdk.App(context={**app_module.cdk_json_context(), **context}, outdir=str(outdir))
     stack = build_reference_app(app, [stack_id])[stack_id]
     return app, stack
 
@@ -204,13 +266,14 @@ def test_no_stale_cdk_nag_acknowledgements(tmp_path, monkeypatch):
     import aws_cdk as cdk
     from cdk_nag import AwsSolutionsChecks
 
+    import llm_affinity.constructs._exposure as exposure
     import llm_affinity.constructs._logbucket as logbucket
     import llm_affinity.constructs.alb as alb
     import llm_affinity.constructs.fleet as fleet
     import llm_affinity.constructs.nlb as nlb
 
     acks = set()
-    for mod in (fleet, alb, nlb, logbucket):
+    for mod in (fleet, alb, nlb, logbucket, exposure):
         monkeypatch.setattr(mod, "acknowledge_nag", lambda c, rule, reason: acks.add((c.node.path, rule)))
     app, _stack = _single_stack_app(tmp_path, "LlmAffinityAlbDuration")
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
@@ -238,3 +301,18 @@ def test_cdk_cli_synth_without_credentials(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     for sid in STACK_IDS:
         assert (work / "cdk.out" / f"{sid}.template.json").exists()
+
+
+@pytest.mark.skipif(shutil.which("cdk") is None or not (ROOT / ".venv" / "bin" / "python").exists(),
+                    reason="needs the CDK CLI (npm install -g aws-cdk) and the project venv (make venv)")
+def test_cdk_ls_uses_the_project_venv_without_activation(tmp_path):
+    """cdk.json runs `.venv/bin/python app.py` when the venv exists: `cdk ls` works from a plain
+    shell whose PATH has no venv (docs/constructs.md, "CDK CLI")."""
+    work, env = _project_without_credentials(tmp_path)
+    (work / ".venv").symlink_to(ROOT / ".venv")
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+    env.pop("VIRTUAL_ENV", None)
+    out = subprocess.run(["cdk", "ls", "--no-notices", "--no-version-reporting"], cwd=work, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == STACK_IDS

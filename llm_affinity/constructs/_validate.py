@@ -8,6 +8,7 @@ and left to the template linter, which reports it as "unknown" instead of guessi
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from aws_cdk import Duration, Token
@@ -54,3 +55,27 @@ def require(condition: bool, construct: str, prop: str, value: Any, allowed: str
     """Raise with the standard message when `condition` is false."""
     if not condition:
         raise AffinityPropError(f"{construct}: {prop}={value!r} is not allowed; {allowed}")
+
+
+def require_int(construct: str, prop: str, value: Any, low: int, high: int | None = None) -> None:
+    """Raise unless `value` is an integer in [low, high]. A Token (e.g. a CfnParameter's
+    `value_as_number`) is only known at deploy time and passes; the linter judges it then."""
+    if is_unresolved(value):
+        return
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
+    if not ok:
+        allowed = f"an integer {low}-{high}" if high is not None else f"an integer >= {low}"
+        raise AffinityPropError(f"{construct}: {prop}={value!r} is not allowed; allowed: {allowed}")
+
+
+def require_pattern(construct: str, prop: str, value: Any, pattern: "re.Pattern[str]", why: str) -> None:
+    """Raise unless `value` is a literal string that fully matches `pattern`. Used for every
+    string that is written into a boot script or a config file on the instance, where a Token
+    would be an unchecked deploy-time value, so Tokens are refused too."""
+    if isinstance(value, str) and is_unresolved(value):
+        raise AffinityPropError(
+            f"{construct}: {prop}={value!r} is a deploy-time value (CloudFormation token); allowed: a "
+            f"literal matching {pattern.pattern} ({why})")
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise AffinityPropError(
+            f"{construct}: {prop}={value!r} is not allowed; allowed: a string matching {pattern.pattern} ({why})")

@@ -17,10 +17,13 @@ from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ._logbucket import new_access_log_bucket
-from ._validate import AffinityPropError, is_unresolved, require, require_range
+from ._exposure import acknowledge_world_ingress, check_exposure
+from ._exposure import peer as _peer
+from ._logbucket import log_access_logs, new_access_log_bucket
+from ._validate import AffinityPropError, is_unresolved, require, require_int, require_range
 from .fleet import INFERENCE_TAG, VllmFleet
 from .suppress import acknowledge_nag
 
@@ -67,9 +70,14 @@ class StickyAlbFront(Construct):
     Props:
       fleet: the VllmFleet (blue) to serve.
       stickiness: AlbStickiness.duration(...) (default, 1 day) or .app_cookie(name, ttl).
-      certificate: ACM certificate -> HTTPS:443; without it HTTP:80 and a synth warning.
-      internet_facing: default False (internal).
+      certificate: ACM certificate -> HTTPS:443 (and a `Secure` app cookie); without it HTTP:80 and
+        a synth warning.
+      internet_facing: default False (internal). Internet-facing without a certificate is refused
+        unless allow_insecure_http=True.
       allowed_cidrs: who may connect (default: the VPC CIDR).
+      api_key: vLLM API key: None (default) = on when internet-facing or open to 0.0.0.0/0 or ::/0,
+        True = on (a generated Secrets Manager secret), a secret = that secret, False = off (refused
+        for a front open to 0.0.0.0/0 unless allow_public_without_api_key=True).
       idle_timeout: 120–4000 s (default 600 s: long non-streaming generations).
       deregistration_delay: 60–3600 s (default 300 s: in-flight generations finish on scale-in).
       cross_zone_enabled: must stay True with stickiness (refused otherwise).
@@ -99,10 +107,18 @@ class StickyAlbFront(Construct):
         group_stickiness: Duration = Duration.hours(1),
         access_log_bucket: s3.IBucket | None = None,
         access_log_prefix: str = "alb",
+        api_key: bool | secretsmanager.ISecret | None = None,
+        allow_insecure_http: bool = False,
+        allow_public_without_api_key: bool = False,
     ) -> None:
         super().__init__(scope, id)
         c = "StickyAlbFront"
         stickiness = stickiness or AlbStickiness.duration()
+        vpc = fleet.vpc
+        cidrs = allowed_cidrs if allowed_cidrs is not None else [vpc.vpc_cidr_block]
+        api_key_on = check_exposure(c, internet_facing=internet_facing, encrypted=certificate is not None,
+                                    cidrs=cidrs, api_key=api_key, allow_insecure_http=allow_insecure_http,
+                                    allow_public_without_api_key=allow_public_without_api_key)
         require(cross_zone_enabled is True, c, "cross_zone_enabled", cross_zone_enabled,
                 "allowed: True (target stickiness is not supported when cross-zone is off)")
         require(algorithm != elbv2.TargetGroupLoadBalancingAlgorithmType.WEIGHTED_RANDOM, c, "algorithm",
@@ -119,21 +135,26 @@ class StickyAlbFront(Construct):
                     "stickiness does not work with weighted target groups)")
             require_range(c, "group_stickiness", group_stickiness, STICKY_MIN_S, STICKY_MAX_S)
             for prop, w in (("blue_weight", blue_weight), ("green_weight", green_weight)):
-                require(isinstance(w, int) and 0 <= w <= 999, c, prop, w, "allowed: 0-999")
+                require_int(c, prop, w, 0, 999)
+            if green_fleet.cookie_proxy is not None:
+                raise AffinityPropError(f"{c}: green_fleet has a cookie proxy; allowed: a fleet without app-cookie mode")
         if stickiness.kind == "app_cookie":
-            fleet.enable_cookie_proxy(stickiness.cookie_name or "", stickiness.session_header)
+            fleet.enable_cookie_proxy(stickiness.cookie_name or "", stickiness.session_header,
+                                      secure=certificate is not None)
+        if api_key_on:
+            for f in filter(None, (fleet, green_fleet)):
+                f.enable_api_key(None if api_key is None or isinstance(api_key, bool) else api_key)
 
-        vpc = fleet.vpc
         self.fleet = fleet
         self.stickiness = stickiness
-        cidrs = allowed_cidrs if allowed_cidrs is not None else [vpc.vpc_cidr_block]
         port = 443 if certificate else 80
 
         self.security_group = ec2.SecurityGroup(self, "AlbSg", vpc=vpc, allow_all_outbound=False,
                                                 description="inference ALB: listener port from allowed CIDRs")
         for i, cidr in enumerate(cidrs):
-            self.security_group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port),
+            self.security_group.add_ingress_rule(_peer(cidr), ec2.Port.tcp(port),
                                                  f"inference clients {i}")
+        acknowledge_world_ingress(self.security_group, cidrs=cidrs, encrypted=certificate is not None, api_key_on=api_key_on)
         if any(is_unresolved(cidr) for cidr in cidrs):
             acknowledge_nag(self.security_group, "AwsSolutions-EC23",
                             "ingress is limited to the given CIDRs (default: the VPC CIDR); the rule cannot "
@@ -148,12 +169,10 @@ class StickyAlbFront(Construct):
                                             else ec2.SubnetType.PRIVATE_WITH_EGRESS),
         )
         self.access_log_bucket = access_log_bucket or new_access_log_bucket(self, "AccessLogs")
-        self.load_balancer.log_access_logs(self.access_log_bucket, access_log_prefix)
+        log_access_logs(self, self.load_balancer, self.access_log_bucket, access_log_prefix, network=False)
 
         self.target_groups = [self._target_group("Blue", fleet, stickiness, deregistration_delay, algorithm)]
         if green_fleet is not None:
-            if green_fleet.cookie_proxy is not None:
-                raise AffinityPropError(f"{c}: green_fleet has a cookie proxy; allowed: a fleet without app-cookie mode")
             self.target_groups.append(self._target_group("Green", green_fleet, stickiness,
                                                          deregistration_delay, algorithm))
 
@@ -167,7 +186,7 @@ class StickyAlbFront(Construct):
             Annotations.of(self).add_warning_v2(
                 "llm-affinity:PlainHttpListener",
                 "StickyAlbFront: no certificate given, the listener is plain HTTP on port 80; "
-                "pass certificate=... for HTTPS (session cookies and prompts travel unencrypted)")
+                "pass certificate=... for HTTPS (session cookies, API keys and prompts travel unencrypted)")
         if green_fleet is None:
             self.listener.add_target_groups("Forward", target_groups=self.target_groups)
         else:

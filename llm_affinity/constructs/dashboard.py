@@ -17,7 +17,7 @@ from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from constructs import Construct
 
-from ._validate import require, require_range
+from ._validate import is_unresolved, require, require_int, require_range
 from .alb import StickyAlbFront
 from .fleet import VllmFleet
 from .nlb import StickyNlbFront
@@ -54,10 +54,12 @@ class AffinityDashboard(Construct):
     ) -> None:
         super().__init__(scope, id)
         c = "AffinityDashboard"
-        require(0 < hit_rate_floor < 1, c, "hit_rate_floor", hit_rate_floor, "allowed: 0 < value < 1")
-        require(hot_replica_ratio > 1, c, "hot_replica_ratio", hot_replica_ratio, "allowed: a ratio > 1")
-        require(isinstance(queue_depth_ceiling, int) and queue_depth_ceiling >= 1, c,
-                "queue_depth_ceiling", queue_depth_ceiling, "allowed: an integer >= 1")
+        # numbers that are CDK tokens (e.g. a CfnParameter's value_as_number) are judged at deploy time
+        if not is_unresolved(hit_rate_floor):
+            require(0 < hit_rate_floor < 1, c, "hit_rate_floor", hit_rate_floor, "allowed: 0 < value < 1")
+        if not is_unresolved(hot_replica_ratio):
+            require(hot_replica_ratio > 1, c, "hot_replica_ratio", hot_replica_ratio, "allowed: a ratio > 1")
+        require_int(c, "queue_depth_ceiling", queue_depth_ceiling, 1)
         require_range(c, "ttft_p95_ceiling", ttft_p95_ceiling, 1, 3600)
         require_range(c, "period", period, 60, 86400)
         self.fleet = fleet

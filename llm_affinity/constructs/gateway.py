@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from aws_cdk import Duration, Names
+from aws_cdk import Duration, Names, Token
 from aws_cdk import aws_bedrockagentcore as agentcore
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -23,6 +23,7 @@ from ._validate import AffinityPropError, require, require_range
 
 SESSION_MIN_S, SESSION_MAX_S, SESSION_DEFAULT_S = 900, 28800, 3600
 _NAME = re.compile(r"^([0-9a-zA-Z][-]?){1,48}$")
+_DISCOVERY_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[^\s?#]*)?/\.well-known/openid-configuration$")
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,12 @@ class GatewayAuthorizer:
     @staticmethod
     def custom_jwt(discovery_url: str, allowed_audience: Sequence[str] = (),
                    allowed_clients: Sequence[str] = ()) -> "GatewayAuthorizer":
-        if not discovery_url.endswith("/.well-known/openid-configuration"):
+        if not isinstance(discovery_url, str) or (
+                not Token.is_unresolved(discovery_url) and not _DISCOVERY_URL.fullmatch(discovery_url)):
             raise AffinityPropError(
-                f"GatewayAuthorizer: discovery_url={discovery_url!r} is not allowed; allowed: a URL "
-                "ending in /.well-known/openid-configuration")
+                f"GatewayAuthorizer: discovery_url={discovery_url!r} is not allowed; allowed: an https:// URL "
+                "ending in /.well-known/openid-configuration (the gateway trusts the keys it publishes, so it "
+                "must come over TLS)")
         if not allowed_audience and not allowed_clients:
             raise AffinityPropError(
                 "GatewayAuthorizer: allowed_audience=() and allowed_clients=() is not allowed; "

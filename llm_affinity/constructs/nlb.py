@@ -5,8 +5,9 @@ instance (a hot replica) and loses the session when a mobile/proxied client's IP
 (FM3, NLB002). Inside a VPC the "client" is an agent host, which is predictable, but note that
 every session of one agent host then lands on the same instance. Cross-zone is turned on at
 both the load balancer and the target group, because with it off a client whose DNS answer
-moves to another zone's node can only reach that zone's targets (NLB003). TLS listeners with
-TLS target groups do not support stickiness at all (NLB001), so that combination is refused.
+moves to another zone's node can only reach that zone's targets (NLB003). AWS supports no
+stickiness for a TLS listener with a TLS target group (NLB001); this construct terminates TLS at
+the NLB and forwards to a TCP target group (the on-instance proxy), which keeps stickiness.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ._logbucket import new_access_log_bucket
-from ._validate import AffinityPropError, is_unresolved, require, require_range
+from ._exposure import acknowledge_world_ingress, check_exposure
+from ._exposure import peer as _peer
+from ._logbucket import log_access_logs, new_access_log_bucket
+from ._validate import AffinityPropError, is_unresolved, require, require_int, require_range
 from .fleet import INFERENCE_TAG, VllmFleet
 from .suppress import acknowledge_nag
 
@@ -29,11 +33,14 @@ class StickyNlbFront(Construct):
 
     Props:
       fleet: the VllmFleet to serve (must not be in app-cookie mode).
-      port: listener port, default 80.
-      protocol: "TCP" (default) or "TLS"; TLS needs `certificate` and is refused with stickiness.
+      port: listener port, default 80 (a CDK token passes).
+      protocol: "TCP" (default) or "TLS" (needs `certificate`; TLS ends at the NLB and the target
+        group stays TCP, so source_ip stickiness still works).
       stickiness: default True (source_ip).
-      internet_facing: default False; True adds a synth warning (NAT concentration, FM3).
+      internet_facing: default False; True adds a synth warning (NAT concentration, FM3) and, with
+        protocol="TCP", is refused unless allow_insecure_http=True.
       allowed_cidrs: who may connect (default: the VPC CIDR).
+      api_key: as StickyAlbFront (on by default when internet-facing or open to 0.0.0.0/0).
       cross_zone_enabled: must stay True with stickiness (refused otherwise).
       deregistration_delay: 60–3600 s (default 300 s).
       idle_timeout: TCP idle timeout of the listener, 60–6000 s (default 600 s).
@@ -56,20 +63,18 @@ class StickyNlbFront(Construct):
         deregistration_delay: Duration = Duration.seconds(300),
         idle_timeout: Duration = Duration.seconds(600),
         access_log_bucket: s3.IBucket | None = None,
+        api_key: bool | secretsmanager.ISecret | None = None,
+        allow_insecure_http: bool = False,
+        allow_public_without_api_key: bool = False,
     ) -> None:
         super().__init__(scope, id)
         c = "StickyNlbFront"
         require(protocol in ("TCP", "TLS"), c, "protocol", protocol, "allowed: 'TCP' or 'TLS'")
-        if protocol == "TLS" and stickiness:
-            raise AffinityPropError(
-                f"{c}: protocol='TLS' with stickiness=True is not allowed; allowed: protocol='TCP' "
-                "for stickiness (sticky sessions are not supported for TLS listeners with TLS target "
-                "groups), or terminate TLS on an ALB (StickyAlbFront)")
         require(protocol != "TLS" or certificate is not None, c, "certificate", None,
                 "allowed: an ACM certificate when protocol='TLS'")
         require(cross_zone_enabled is True or not stickiness, c, "cross_zone_enabled", cross_zone_enabled,
                 "allowed: True with stickiness (a client moved to another zone's node loses its target)")
-        require(isinstance(port, int) and 1 <= port <= 65535, c, "port", port, "allowed: 1-65535")
+        require_int(c, "port", port, 1, 65535)
         require_range(c, "deregistration_delay", deregistration_delay, 60, 3600)
         require_range(c, "idle_timeout", idle_timeout, 60, 6000)
         if fleet.cookie_proxy is not None:
@@ -85,10 +90,16 @@ class StickyNlbFront(Construct):
         vpc = fleet.vpc
         self.fleet = fleet
         cidrs = allowed_cidrs if allowed_cidrs is not None else [vpc.vpc_cidr_block]
+        api_key_on = check_exposure(c, internet_facing=internet_facing, encrypted=protocol == "TLS", cidrs=cidrs,
+                                    api_key=api_key, allow_insecure_http=allow_insecure_http,
+                                    allow_public_without_api_key=allow_public_without_api_key)
+        if api_key_on:
+            fleet.enable_api_key(None if api_key is None or isinstance(api_key, bool) else api_key)
         self.security_group = ec2.SecurityGroup(self, "NlbSg", vpc=vpc, allow_all_outbound=False,
                                                 description="inference NLB: listener port from allowed CIDRs")
         for i, cidr in enumerate(cidrs):
-            self.security_group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port), f"inference clients {i}")
+            self.security_group.add_ingress_rule(_peer(cidr), ec2.Port.tcp(port), f"inference clients {i}")
+        acknowledge_world_ingress(self.security_group, cidrs=cidrs, encrypted=protocol == "TLS", api_key_on=api_key_on)
         if any(is_unresolved(cidr) for cidr in cidrs):
             acknowledge_nag(self.security_group, "AwsSolutions-EC23",
                             "ingress is limited to the given CIDRs (default: the VPC CIDR); the rule cannot "
@@ -100,9 +111,10 @@ class StickyNlbFront(Construct):
                                             else ec2.SubnetType.PRIVATE_WITH_EGRESS),
         )
         self.access_log_bucket = access_log_bucket or new_access_log_bucket(self, "AccessLogs")
-        self.load_balancer.log_access_logs(self.access_log_bucket, "nlb")
+        log_access_logs(self, self.load_balancer, self.access_log_bucket, "nlb", network=True)
 
-        # TLS (when chosen) terminates at the NLB: vLLM speaks plain HTTP on its port.
+        # TLS (when chosen) terminates at the NLB: the proxy speaks plain HTTP on its port, and a TCP
+        # target group keeps source_ip stickiness (only TLS listener + TLS target group lacks it).
         tg_protocol = elbv2.Protocol.TCP
         self.target_group = elbv2.NetworkTargetGroup(
             self, "Targets", vpc=vpc, port=fleet.serving_port, protocol=tg_protocol,

@@ -14,14 +14,13 @@ import re
 from aws_cdk import Acknowledgment, CfnResource, Validations
 from constructs import IConstruct
 
+from ..checks.definitions import METADATA_KEY  # read by the template source of `llm-affinity lint`
 from ._validate import AffinityPropError
 
 #: Namespace of our validation plugin (`checks/nag.py`); CDK matches acknowledgements by it.
 PLUGIN_NAMESPACE = "LlmAffinity"
 #: Namespace CDK gives cdk-nag's AwsSolutions pack (its plugin name).
 NAG_NAMESPACE = "AwsSolutions"
-#: Metadata key read by the template source of `llm-affinity lint`.
-METADATA_KEY = "llm-affinity"
 
 _RULE_ID = re.compile(r"^[A-Z]+[0-9]{3}$")
 

@@ -11,12 +11,14 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Environment, Stack
+import re
+
+from aws_cdk import Annotations, Duration, Environment, Stack
 from aws_cdk import aws_certificatemanager as acm
 from constructs import Construct
 
-from ..constructs import (AffinityDashboard, AlbStickiness, GatewayAuthorizer, McpGatewayLayer,
-                          StickyAlbFront, StickyNlbFront, VllmFleet)
+from ..constructs import (AffinityDashboard, AffinityPropError, AlbStickiness, GatewayAuthorizer,
+                          McpGatewayLayer, StickyAlbFront, StickyNlbFront, VllmFleet)
 from .network import inference_vpc
 from .settings import Settings
 
@@ -32,10 +34,35 @@ def _fleet(stack: Stack, settings: Settings) -> VllmFleet:
                      min_capacity=settings.min_capacity, max_capacity=settings.max_capacity)
 
 
+_ACM_ARN = re.compile(r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[A-Za-z0-9-]{1,64}$")
+#: Id of the warning a reference ALB stack carries when it falls back to plain HTTP.
+HTTP_FALLBACK_WARNING = "llm-affinity:ReferenceHttpFallback"
+
+
 def _certificate(stack: Stack, settings: Settings) -> acm.ICertificate | None:
     if not settings.certificate_arn:
         return None
+    if not _ACM_ARN.fullmatch(settings.certificate_arn):
+        raise AffinityPropError(
+            f"{stack.node.id}: context llm-affinity:certificate-arn={settings.certificate_arn!r} is not allowed; "
+            "allowed: an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>) or empty")
     return acm.Certificate.from_certificate_arn(stack, "Certificate", settings.certificate_arn)
+
+
+def _alb_front(stack: Stack, settings: Settings, fleet: VllmFleet, stickiness: AlbStickiness) -> StickyAlbFront:
+    """HTTPS with the context's certificate; without one, plain HTTP for synth-only use, said
+    loudly by one stack warning (the construct's generic warning is folded into it)."""
+    certificate = _certificate(stack, settings)
+    front = StickyAlbFront(stack, "Front", fleet=fleet, stickiness=stickiness, certificate=certificate)
+    if certificate is None:
+        Annotations.of(front).acknowledge_warning(
+            "llm-affinity:PlainHttpListener", "reported once, with the fix, by the reference stack")
+        Annotations.of(stack).add_warning_v2(
+            HTTP_FALLBACK_WARNING,
+            f"{stack.node.id}: NO CERTIFICATE, plain HTTP on port 80 (internal ALB): fine for synth and lint, not "
+            "for traffic; deploy with -c llm-affinity:certificate-arn=arn:aws:acm:<region>:<account>:certificate/<id> "
+            "to serve HTTPS on 443")
+    return front
 
 
 class AlbDurationStack(Stack):
@@ -45,9 +72,7 @@ class AlbDurationStack(Stack):
         super().__init__(scope, id, env=_env(settings),
                          description="llm-affinity reference: vLLM fleet behind an ALB with lb_cookie stickiness")
         self.fleet = _fleet(self, settings)
-        self.front = StickyAlbFront(self, "Front", fleet=self.fleet,
-                                    stickiness=AlbStickiness.duration(Duration.hours(8)),
-                                    certificate=_certificate(self, settings))
+        self.front = _alb_front(self, settings, self.fleet, AlbStickiness.duration(Duration.hours(8)))
         self.dashboard = AffinityDashboard(self, "Affinity", fleet=self.fleet, front=self.front)
 
 
@@ -58,9 +83,8 @@ class AlbAppCookieStack(Stack):
         super().__init__(scope, id, env=_env(settings),
                          description="llm-affinity reference: vLLM fleet behind an ALB with app_cookie stickiness")
         self.fleet = _fleet(self, settings)
-        self.front = StickyAlbFront(self, "Front", fleet=self.fleet,
-                                    stickiness=AlbStickiness.app_cookie("llm_session", Duration.hours(8)),
-                                    certificate=_certificate(self, settings))
+        self.front = _alb_front(self, settings, self.fleet,
+                                AlbStickiness.app_cookie("llm_session", Duration.hours(8)))
         self.dashboard = AffinityDashboard(self, "Affinity", fleet=self.fleet, front=self.front)
 
 
