@@ -247,10 +247,10 @@ def _sql_text(args: argparse.Namespace) -> str:
                   "-- Athena report query", report_query(table, args.session_query, first_day=first, last_day=last,
                                                          stickiness_duration_s=args.stickiness_duration) + ";"]
     elif args.alb_logs:
-        lines = "(SELECT filename AS file, line FROM read_csv(<the .log/.gz files>, columns = {'line': 'VARCHAR'}, " \
-                "delim = '\\x01', quote = '', escape = '', header = false)) AS lines"
-        parts += ["-- DuckDB: ALB access-log lines -> parsed", sql.alb_parse_sql(lines, args.session_query, sql.DUCKDB) + ";",
-                  "-- DuckDB: parsed -> records", sql.alb_records_sql("parsed") + ";",
+        fields = sql.duckdb_fields_sql("[<the .log/.gz files>]")
+        parts += ["-- DuckDB: ALB access-log files -> parsed (one scan of all files)",
+                  "CREATE TEMP TABLE parsed AS " + sql.alb_parse_sql(fields, args.session_query, sql.DUCKDB) + ";",
+                  "-- DuckDB: parsed -> records", "CREATE TEMP TABLE records AS " + sql.alb_records_sql("parsed") + ";",
                   "-- DuckDB: records -> report rows",
                   sql.report_sql("records", stickiness_duration_s=args.stickiness_duration, skipped="parsed") + ";"]
     elif args.telemetry:

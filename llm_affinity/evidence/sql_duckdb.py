@@ -133,11 +133,8 @@ class Engine:
 
     def _insert_alb(self, paths: list[str], session_key: str | None) -> None:
         listing = "[" + ", ".join(sql._literal(p) for p in paths) + "]"
-        lines = (f"(SELECT filename AS file, line FROM read_csv({listing}, columns = {{'line': 'VARCHAR'}}, "
-                 f"delim = '\x01', quote = '', escape = '', header = false, auto_detect = false, "
-                 f"filename = true, ignore_errors = true, store_rejects = true, "
-                 f"rejects_table = 'alb_rejects', rejects_scan = 'alb_reject_scans', max_line_size = 1048576)) AS lines")
-        self.con.execute(f"INSERT INTO parsed {sql.alb_parse_sql(lines, session_key, sql.DUCKDB)}")
+        fields = sql.duckdb_fields_sql(listing)
+        self.con.execute(f"INSERT INTO parsed {sql.alb_parse_sql(fields, session_key, sql.DUCKDB)}")
 
     def _rejected(self) -> dict[str, int]:
         try:
