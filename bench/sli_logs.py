@@ -170,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", metavar="DIR", help="generate into DIR (reused when it holds logs) and keep it")
     parser.add_argument("--skip-csv", action="store_true", help="run only the DuckDB path")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "FOLDER"), help=argparse.SUPPRESS)
+    parser.add_argument("--generate", nargs=3, metavar=("FOLDER", "LINES", "FILES"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.generate:
+        generate(args.generate[0], int(args.generate[1]), int(args.generate[2]))
+        return 0
     if args.child:
         kind, folder = args.child
         numbers = run_duckdb(folder, args.memory_limit) if kind == "duckdb" else run_csv(folder)
@@ -187,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not any(n.endswith(".gz") for n in os.listdir(folder)):
             start = time.perf_counter()
-            generate(folder, args.lines, args.files)
+            # in a child process: a child forked from a parent holding DuckDB's memory would
+            # report that memory as its own peak RSS
+            subprocess.run([sys.executable, __file__, "--generate", folder, str(args.lines), str(args.files)], check=True)
             print(f"generated {args.lines:,} lines in {args.files} gzip files "
                   f"({sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder)) / 1e6:.0f} MB) "
                   f"in {time.perf_counter() - start:.1f} s")

@@ -234,3 +234,38 @@ def test_chart_is_written(tmp_path, capsys):
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert os.path.getsize(chart) > 1000
     assert epoch(0) > 0
+
+
+def test_alb_path_agrees_with_telemetry_on_the_same_traffic(tmp_path, capsys):
+    import random
+
+    from llm_affinity.evidence.report import Record
+
+    rng = random.Random(7)
+    records = []
+    for s in range(30):
+        home = rng.choice([A, B, C])
+        for turn in range(1, 7):
+            inst = home if rng.random() > 0.15 else rng.choice([A, B, C])
+            records.append(Record(ts=epoch(s * 3.7 + turn * 20.0 + rng.random()), session=f"sess {s}", turn=turn,
+                                  instance=inst, prompt_tokens=100 * turn, cached_tokens=90 * turn - 90, ttft_ms=50.0,
+                                  status=200))
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r.as_dict()) + "\n" for r in records))
+    # the same requests as an ALB would log them (session id URL-encoded in the query)
+    write(str(tmp_path / "alb" / "a.log.gz"),
+          [alb_line(r.ts - epoch(0), r.instance, query=f"?llm_session={r.session.replace(' ', '%20')}") for r in records])
+    _, tele = sli_json(capsys, str(tmp_path / "t.jsonl"), "--stickiness-duration", "30")
+    _, alb = sli_json(capsys, "--alb-logs", str(tmp_path / "alb"), "--session-query", "llm_session",
+                      "--stickiness-duration", "30")
+    for key in ("sessions", "requests", "stability", "moves_per_session", "instances", "imbalance", "expiries"):
+        assert alb[key] == pytest.approx(tele[key], rel=1e-12), key
+    assert [t["requests"] for t in alb["per_turn"]] == [t["requests"] for t in tele["per_turn"]]
+    assert tele["stability"] < 1.0 and tele["per_turn"][1]["hit_rate"] == 90 / 200
+
+
+def test_unwritable_output_is_one_line_exit_2(tmp_path, capsys):
+    write(str(tmp_path / "a.log"), ground_truth_lines())
+    code = main(["sli", "--alb-logs", str(tmp_path / "a.log"), "--output", str(tmp_path / "no" / "such" / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip() == f"llm-affinity: --output {tmp_path / 'no' / 'such' / 'r.json'}: No such file or directory"

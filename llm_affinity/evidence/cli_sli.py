@@ -102,7 +102,7 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import UsageError
+    from ..cli import UsageError, emit
 
     _check(args)
     if args.print_sql:
@@ -113,14 +113,7 @@ def run(args: argparse.Namespace) -> int:
     for error in report["errors"]:
         print(f"llm-affinity: error: {error['input']}: {error['message']}", file=sys.stderr)
     text = json.dumps(report, indent=2) + "\n" if args.format == "json" else render_text(report)
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
-    else:
-        sys.stdout.write(text)
+    emit(text, args.output)
     if args.chart:
         from .chart import ChartUnavailable, write_chart
 

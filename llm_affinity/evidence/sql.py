@@ -1,13 +1,15 @@
 """The SQL of `sli`, written once and run by DuckDB (local files) and by Athena (Trino, at scale).
 
-Three layers, each a ``SELECT`` over the relation named by its caller:
+Layers, each a ``SELECT`` over a relation named by its caller:
 
-1. :func:`alb_parse_sql` — ``lines(file, line)`` (one row per raw access-log line) to
-   ``(file, ok, ts, session, instance, status)``. Both engines see the whole line as one string
-   and parse it here, so an ALB line means the same thing locally and in Athena.
-2. :func:`alb_records_sql` — parsed lines to the ``records`` shape (``ts, session, turn,
-   instance, prompt_tokens, cached_tokens, ttft_ms, status, seq``); the turn is the request's
-   position in its session by request time; tokens and TTFT are unknown to an ALB (``NULL``).
+1. **fields** ``(file, kind, target, status, request, created)`` — the only engine-specific part:
+   :func:`duckdb_fields_sql` tokenizes log files with DuckDB's CSV reader (C speed);
+   :func:`fields_from_lines_sql` cuts whole lines (Athena's one-column table) with
+   ``split_part``. Both give the same rows (tested).
+2. :func:`alb_parse_sql` — fields to ``(file, ok, ts, session, instance, status)``;
+   :func:`alb_records_sql` — to the ``records`` shape (``ts, session, turn, instance,
+   prompt_tokens, cached_tokens, ttft_ms, status, seq``): the turn is the request's position in
+   its session by request time; tokens and TTFT are unknown to an ALB (``NULL``).
 3. :func:`report_sql` — ``records`` to the report rows (one ``summary`` row, one ``instance``
    row per instance, one ``turn`` row per turn number, and for ALB sources one ``skipped`` row
    per file with lines that are not ALB access-log lines). It reproduces
@@ -17,9 +19,10 @@ Three layers, each a ``SELECT`` over the relation named by its caller:
    ``quantile_cont``) spelled with window functions, because Athena only has
    ``approx_percentile``.
 
-The dialects differ in four spots, kept in :data:`_DIALECT`: timestamp parsing, URL decoding,
-``split_part``/``regexp_extract`` returning ``''`` (DuckDB) or ``NULL`` (Trino) when there is
-nothing (normalised with ``NULLIF``), and quoting nothing else. Everything else is common SQL.
+The dialects differ in a few spots, kept in :data:`_DIALECT`: timestamp parsing, URL decoding,
+and ``split_part``/``regexp_extract`` returning ``''`` (DuckDB) or ``NULL`` (Trino) when there
+is nothing (normalised with ``NULLIF``). Every ratio casts to DOUBLE first (Trino divides
+integers as integers).
 """
 
 from __future__ import annotations
