@@ -269,3 +269,16 @@ def test_unwritable_output_is_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert err.strip() == f"llm-affinity: --output {tmp_path / 'no' / 'such' / 'r.json'}: No such file or directory"
+
+
+def test_shared_cookie_signature_is_pinned(tmp_path, capsys):
+    # every session lands on A (a shared cookie); B and C only see session-less health traffic
+    lines = [alb_line(s * 100 + t * 5, A, query=f"?llm_session=s{s}") for s in range(10) for t in range(4)]
+    lines += [alb_line(2000, B), alb_line(2001, C)]
+    write(str(tmp_path / "a.log"), lines)
+    code = main(["sli", "--alb-logs", str(tmp_path / "a.log"), "--session-query", "llm_session"])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert text.strip().splitlines()[-1] == (
+        "verdict: PINNED - sessions stay put (100.0%) but one instance takes 2.86x the mean load "
+        "(a shared cookie or client?)")

@@ -93,7 +93,8 @@ class Engine:
 
     # -- ALB access logs -----------------------------------------------------------------
     def load_alb(self, files: Sequence[LogFile], session_key: str | None) -> list[InputError]:
-        """Parse ALB access-log files into ``parsed`` and their records into ``records``. One
+        """Parse ALB access-log files into ``parsed``; ``records`` becomes a view of them (this
+        replaces any telemetry loaded before: one source per engine). One
         DuckDB scan reads all files; when it fails (a damaged gzip), the files are read one by
         one, damaged gzip files are salvaged up to the damage, and each failure is one error."""
         errors: list[InputError] = []
@@ -106,9 +107,13 @@ class Engine:
                 self._insert_alb([f.path for f in files], session_key)
             except self.duckdb.Error:
                 self.con.execute("DELETE FROM parsed")
+                for table in ("alb_rejects", "alb_reject_scans"):  # counted again, file by file
+                    self.con.execute(f"DROP TABLE IF EXISTS {table}")
                 for log in files:
                     errors += self._load_one(log, session_key)
-        self.con.execute(f"INSERT INTO records {sql.alb_records_sql('parsed')}")
+        # records is a view here: the report's one scan of it is cheaper than writing it out
+        self.con.execute("DROP TABLE IF EXISTS records")
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {sql.alb_records_sql('parsed')}")
         return errors
 
     def _load_one(self, log: LogFile, session_key: str | None) -> list[InputError]:
