@@ -51,7 +51,8 @@ def duckdb_report(tmp_path, records, duration):
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(records=records_strategy, duration=st.one_of(st.none(), st.sampled_from([0.0, 0.5, 30.0])))
 def test_sql_equals_build_report(tmp_path, records, duration):
-    expected = build_report(records, "telemetry", stickiness_duration_s=duration)
+    empty = [{"input": str(tmp_path / "t.jsonl"), "message": "no telemetry records in this file"}]
+    expected = build_report(records, "telemetry", stickiness_duration_s=duration, errors=[] if records else empty)
     got = duckdb_report(tmp_path, records, duration)
     assert tuple(got) == REPORT_KEYS
     assert got == expected
@@ -96,7 +97,9 @@ def test_bad_telemetry_lines_are_one_error_per_file(tmp_path, capsys):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(good.as_dict()) + "\n{not json\n" + json.dumps({"session": "s"}) + "\n\n"
                     + json.dumps(dict(good.as_dict(), ts=2.0, turn=2)) + "\n")
-    code = main(["sli", str(path), str(tmp_path / "missing.jsonl"), "-f", "json"])
+    (tmp_path / "empty.jsonl").write_text("\n")
+    code = main(["sli", str(path), str(tmp_path / "missing.jsonl"), str(tmp_path / "empty.jsonl"), str(tmp_path),
+                 "-f", "json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 2
     assert report["requests"] == 2
@@ -105,4 +108,6 @@ def test_bad_telemetry_lines_are_one_error_per_file(tmp_path, capsys):
         {"input": str(path), "message": "2 lines skipped: not telemetry records (first: line 2: "
                                         "Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"},
         {"input": str(tmp_path / "missing.jsonl"), "message": "no such file"},
+        {"input": str(tmp_path / "empty.jsonl"), "message": "no telemetry records in this file"},
+        {"input": str(tmp_path), "message": "is a folder: give telemetry .jsonl files"},
     ]

@@ -47,7 +47,8 @@ class Engine:
         errors: list[InputError] = []
         for path in paths:
             if not os.path.isfile(path):
-                errors.append(InputError(path, "no such file"))
+                errors.append(InputError(path, "is a folder: give telemetry .jsonl files" if os.path.isdir(path)
+                                         else "no such file"))
                 continue
             offset = self.con.execute("SELECT count(*) FROM records").fetchone()[0]
             try:
@@ -60,6 +61,9 @@ class Engine:
                 error = self._salvage_telemetry(path, offset)
                 if error is not None:
                     errors.append(error)
+                    continue
+            if self.con.execute(f"SELECT count(*) FROM records WHERE seq >= {offset}").fetchone()[0] == 0:
+                errors.append(InputError(path, "no telemetry records in this file"))
         return errors
 
     def _insert_json(self, path: str, offset: int) -> None:
