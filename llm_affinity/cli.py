@@ -31,6 +31,18 @@ class UsageError(Exception):
     """Bad options or an unwritable output: one line, exit 2."""
 
 
+def emit(text: str, output: str | None) -> None:
+    """Write a rendered report to ``--output`` (UsageError when it cannot be written) or stdout."""
+    if output:
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise UsageError(f"--output {output}: {exc.strerror or exc}") from None
+    else:
+        sys.stdout.write(text)
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", "-f", choices=FORMATS, default="text", help="output format (default: text)")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
@@ -187,14 +199,7 @@ def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool, failed_
         text = render_text(report, color=color)
     else:
         text = RENDERERS[args.format](report)
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
-    else:
-        sys.stdout.write(text)
+    emit(text, args.output)
     if not reached_any:
         return EXIT_UNREACHABLE
     if (len(report.errors) if failed_inputs is None else failed_inputs):

@@ -1,0 +1,144 @@
+"""ALB access-log inputs of `sli --alb-logs`: find the files (local files, folders searched
+recursively, ``s3://bucket/prefix``), fetch S3 objects, and salvage truncated gzip files.
+
+Parsing is not here: every engine reads a log line as one string and the SQL of
+:mod:`llm_affinity.evidence.sql` parses it, so DuckDB (local) and Athena (at scale) agree.
+
+The line format is the documented space-separated one (fields in order: ``type time elb
+client:port target:port request_processing_time target_processing_time
+response_processing_time elb_status_code target_status_code received_bytes sent_bytes
+"request" "user_agent" ssl_cipher ssl_protocol target_group_arn "trace_id" "domain_name"
+"chosen_cert_arn" matched_rule_priority request_creation_time "actions_executed" ...``);
+"When new fields are introduced, they are added to the end of the log entry" — we read what we
+need and ignore whatever follows request_creation_time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import tempfile
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+#: File names we read inside folders and S3 prefixes (ALB writes ``*.log.gz``).
+LOG_SUFFIXES = (".log", ".gz")
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """One log file: ``path`` on this machine, ``name`` as the user knows it (path or s3 URL)."""
+
+    path: str
+    name: str
+
+    @property
+    def gzipped(self) -> bool:
+        return self.path.endswith(".gz")
+
+
+@dataclass
+class InputError:
+    """An input that could not be (fully) read: ``input`` names it, ``message`` says what."""
+
+    input: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"input": self.input, "message": self.message}
+
+
+def _is_log(name: str) -> bool:
+    return name.endswith(LOG_SUFFIXES)
+
+
+def discover(paths: list[str], *, workdir: str, s3_client: Any = None) -> tuple[list[LogFile], list[InputError]]:
+    """The log files behind ``paths`` (files, folders, s3://bucket/prefix), in a stable order.
+    S3 objects are downloaded into ``workdir``. A missing path, an empty folder or prefix, or an
+    unreadable bucket is one :class:`InputError` each; the other paths are still read."""
+    files: list[LogFile] = []
+    errors: list[InputError] = []
+    for path in paths:
+        if path.startswith("s3://"):
+            found, error = _discover_s3(path, workdir, s3_client)
+        else:
+            found, error = _discover_local(path)
+        files += found
+        if error is not None:
+            errors.append(error)
+    return files, errors
+
+
+def _discover_local(path: str) -> tuple[list[LogFile], InputError | None]:
+    if os.path.isfile(path):
+        return [LogFile(path, path)], None
+    if not os.path.isdir(path):
+        return [], InputError(path, "no such file or folder")
+    found = []
+    for root, dirs, names in os.walk(path):
+        dirs.sort()
+        found += [LogFile(os.path.join(root, n), os.path.join(root, n)) for n in sorted(names) if _is_log(n)]
+    if not found:
+        return [], InputError(path, "no .log or .gz files in this folder (searched recursively)")
+    return found, None
+
+
+def split_s3_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/prefix`` -> (bucket, prefix); ValueError when there is no bucket."""
+    rest = url[len("s3://"):]
+    bucket, _, prefix = rest.partition("/")
+    if not bucket:
+        raise ValueError(f"{url}: no bucket name")
+    return bucket, prefix
+
+
+def _discover_s3(url: str, workdir: str, client: Any) -> tuple[list[LogFile], InputError | None]:
+    try:
+        bucket, prefix = split_s3_url(url)
+    except ValueError as exc:
+        return [], InputError(url, str(exc))
+    if client is None:
+        import boto3
+
+        client = boto3.client("s3")
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    found: list[LogFile] = []
+    try:
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                key = obj["Key"]
+                if not _is_log(key):
+                    continue
+                local = os.path.join(workdir, f"s3-{len(found):06d}-{os.path.basename(key)}")
+                client.download_file(bucket, key, local)
+                found.append(LogFile(local, f"s3://{bucket}/{key}"))
+    except (BotoCoreError, ClientError) as exc:
+        return found, InputError(url, f"cannot read from S3: {exc}")
+    if not found:
+        return [], InputError(url, "no .log or .gz objects under this prefix")
+    return found, None
+
+
+def salvage_gzip(log: LogFile, workdir: str) -> tuple[LogFile | None, int]:
+    """The complete lines of a damaged gzip file, written to a plain file in ``workdir``
+    (None when nothing could be read), and their count. Reading stops at the damage; a line
+    cut by it is dropped."""
+    fd, out_path = tempfile.mkstemp(suffix=".log", dir=workdir)
+    count = 0
+    try:
+        with os.fdopen(fd, "wb") as out, gzip.open(log.path, "rb") as src:
+            try:
+                for line in src:
+                    if not line.endswith(b"\n"):
+                        break
+                    out.write(line)
+                    count += 1
+            except (EOFError, OSError, zlib.error):
+                pass
+    except OSError:
+        return None, 0
+    if count == 0:
+        return None, 0
+    return LogFile(out_path, log.name), count

@@ -1,0 +1,113 @@
+"""The report SQL (DuckDB) gives exactly what report.build_report gives on the same records."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from llm_affinity.cli import main
+from llm_affinity.evidence.report import REPORT_KEYS, Record, build_report, percentile
+from llm_affinity.evidence.sql_duckdb import Engine
+from llm_affinity.evidence.telemetry import TelemetryWriter
+
+duckdb = pytest.importorskip("duckdb")
+
+records_strategy = st.lists(
+    st.builds(
+        Record,
+        # few distinct times, sessions, turns and instances: ties and repeats are the hard part
+        ts=st.sampled_from([0.0, 0.001, 0.5, 1.0, 1.25, 7.0, 60.0, 61.5, 1e9 + 0.123]),
+        session=st.one_of(st.none(), st.sampled_from(["a", "b", "c", "d"])),
+        turn=st.one_of(st.none(), st.integers(1, 4)),
+        instance=st.one_of(st.none(), st.sampled_from(["i-1", "i-2", "i-3"])),
+        prompt_tokens=st.one_of(st.none(), st.integers(0, 5000)),
+        cached_tokens=st.one_of(st.none(), st.integers(0, 5000)),
+        ttft_ms=st.one_of(st.none(), st.floats(0.1, 5000.0, allow_nan=False)),
+        status=st.one_of(st.none(), st.sampled_from([200, 429, 500])),
+    ),
+    max_size=40,
+)
+
+
+def duckdb_report(tmp_path, records, duration):
+    path = tmp_path / "t.jsonl"
+    writer = TelemetryWriter(str(path))
+    for r in records:
+        writer.write(r)
+    writer.close()
+    engine = Engine(str(tmp_path))
+    try:
+        errors = engine.load_telemetry([str(path)])
+        return engine.report("telemetry", errors=errors, stickiness_duration_s=duration)
+    finally:
+        engine.close()
+        path.unlink()
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=records_strategy, duration=st.one_of(st.none(), st.sampled_from([0.0, 0.5, 30.0])))
+def test_sql_equals_build_report(tmp_path, records, duration):
+    empty = [{"input": str(tmp_path / "t.jsonl"), "message": "no telemetry records in this file"}]
+    expected = build_report(records, "telemetry", stickiness_duration_s=duration, errors=[] if records else empty)
+    got = duckdb_report(tmp_path, records, duration)
+    assert tuple(got) == REPORT_KEYS
+    assert got == expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(values=st.lists(st.floats(0.0, 1e6, allow_nan=False), min_size=1, max_size=50))
+def test_quantile_cont_matches_percentile(values):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE v (x DOUBLE)")
+    con.executemany("INSERT INTO v VALUES (?)", [(x,) for x in values])
+    p50, p95 = con.execute("SELECT quantile_cont(x, 0.5), quantile_cont(x, 0.95) FROM v").fetchone()
+    assert math.isclose(p50, percentile(values, 50), rel_tol=1e-9, abs_tol=1e-9)
+    assert math.isclose(p95, percentile(values, 95), rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_known_telemetry_report(tmp_path, capsys):
+    rows = []
+    for s, instances in {"s1": ["i-a", "i-a", "i-a"], "s2": ["i-b", "i-a", "i-a"]}.items():
+        for turn, inst in enumerate(instances, 1):
+            rows.append(Record(ts=turn * 10.0 + (s == "s2"), session=s, turn=turn, instance=inst,
+                               prompt_tokens=1000 * turn, cached_tokens=(1000 * turn - 1000) if inst == "i-a" and turn > 1 else 0,
+                               ttft_ms=100.0 * turn + (s == "s2") * 50, status=200))
+    path = tmp_path / "t.jsonl"
+    with open(path, "w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r.as_dict()) + "\n")
+    assert main(["sli", str(path), "-f", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["source"] == "telemetry"
+    assert (report["sessions"], report["requests"], report["stability"], report["moves_per_session"]) == (2, 6, 0.75, 0.5)
+    assert report["instances"] == {"i-a": 5, "i-b": 1}
+    assert report["per_turn"][0] == {"turn": 1, "requests": 2, "prompt_tokens": 2000, "cached_tokens": 0,
+                                     "hit_rate": 0.0, "ttft_p50_ms": 125.0, "ttft_p95_ms": 147.5}
+    assert report["per_turn"][1]["hit_rate"] == 2000 / 4000
+    assert report["per_turn"][2]["hit_rate"] == 4000 / 6000
+    assert report == build_report(rows, "telemetry")
+
+
+def test_bad_telemetry_lines_are_one_error_per_file(tmp_path, capsys):
+    good = Record(ts=1.0, session="s", turn=1, instance="i", prompt_tokens=10, cached_tokens=5, ttft_ms=1.0, status=200)
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(good.as_dict()) + "\n{not json\n" + json.dumps({"session": "s"}) + "\n\n"
+                    + json.dumps(dict(good.as_dict(), ts=2.0, turn=2)) + "\n")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    code = main(["sli", str(path), str(tmp_path / "missing.jsonl"), str(tmp_path / "empty.jsonl"), str(tmp_path),
+                 "-f", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 2
+    assert report["requests"] == 2
+    assert report["stability"] == 1.0
+    assert report["errors"] == [
+        {"input": str(path), "message": "2 lines skipped: not telemetry records (first: line 2: "
+                                        "Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"},
+        {"input": str(tmp_path / "missing.jsonl"), "message": "no such file"},
+        {"input": str(tmp_path / "empty.jsonl"), "message": "no telemetry records in this file"},
+        {"input": str(tmp_path), "message": "is a folder: give telemetry .jsonl files"},
+    ]
