@@ -146,8 +146,8 @@ def run_policy(wl: Workload, name: str, tap: Tap | None = None) -> dict[str, Any
     while heap:
         t, _, kind, sid, att = pop(heap)
         if kind == DONE:
-            st = sessions[sid]
-            if att != st[S_ATT]:
+            st = sessions.get(sid)
+            if st is None or att != st[S_ATT]:
                 continue  # the attempt died with its instance and was retried
             inst = st[S_CUR]
             out[inst] -= 1

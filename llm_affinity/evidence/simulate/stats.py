@@ -5,7 +5,9 @@
   per turn number (turns start at 1);
 - ``stability`` = share of consecutive request pairs of a session served by the same instance;
   ``moves_per_session`` = instance changes / sessions; ``imbalance`` = max / mean of the
-  requests per instance (every instance that served a request, replacements included);
+  requests per instance. The SLI report can only count instances that appear in its records;
+  the simulator knows every instance, so an idle one counts 0 (the hot-replica case: one
+  instance takes everything while others idle) — replacements after failures included;
 - ``ttft_p50_ms`` / ``ttft_p95_ms``: linear-interpolated percentiles as in the report, but over
   a fixed log-bucket histogram instead of every sample, so memory does not grow with requests.
   Buckets are 1 % wide from 0.01 ms to 10^8 ms (2,315 buckets per turn); a sample is represented
@@ -82,15 +84,15 @@ def finish(*, prompt: list[int], cached: list[int], hists: list[list[int] | None
             "ttft_p95_ms": hist_percentile(h, 95),
         })
     total_prompt, total_cached = sum(prompt), sum(cached)
-    served = [c for c in counts if c]
-    mean = sum(served) / len(served) if served else 0
+    requests = sum(counts)
+    mean = requests / len(counts) if counts else 0
     span = last_t - first_t
     return {
         "hit_rate": total_cached / total_prompt if total_prompt else None,
         "per_turn": per_turn,
         "stability": same / pairs if pairs else None,
         "moves_per_session": (pairs - same) / sessions if pairs else None,
-        "imbalance": max(served) / mean if served and mean else None,
+        "imbalance": max(counts) / mean if mean else None,
         "throughput_tokens_per_s": output_tokens / span if span > 0 else None,
-        "requests": sum(served),
+        "requests": requests,
     }

@@ -104,3 +104,15 @@ def rendezvous(key: int, fleet: Fleet, salts: list[int]) -> int:
         if h > top:
             top, best = h, i
     return best
+
+
+class HashPolicy(Policy):
+    """A policy that hashes a key onto the active instances (one random salt per instance)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.salts: list[int] = []
+
+    def added(self, inst):
+        while len(self.salts) <= inst:
+            self.salts.append(self.getrandbits(64))

@@ -16,31 +16,18 @@ Load = outstanding requests of the worker; ties broken at random (seeded)."""
 
 from __future__ import annotations
 
-from .base import Policy, least_outstanding
-from .tree import PrefixTree
+from .base import least_outstanding
+from .tree import TreePolicy
 
 CACHE_THRESHOLD = 0.3
 BALANCE_ABS_THRESHOLD = 64
 BALANCE_REL_THRESHOLD = 1.5
 
 
-class CacheAware(Policy):
+class CacheAware(TreePolicy):
     name = "cache_aware"
     source = ("SGLang router cache_aware: cache_threshold=0.3, balance_abs_threshold=64, "
               "balance_rel_threshold=1.5 (sgl-project/sglang sgl-router router_args.py)")
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.tree = PrefixTree(self.fleet, self.system)
-
-    def added(self, inst):
-        self.tree.added(inst)
-
-    def removed(self, inst):
-        self.tree.removed(inst)
-
-    def end(self, sid):
-        self.tree.end(sid)
 
     def route(self, sid, st, now, prompt_private):
         fleet, rnd = self.fleet, self.rnd

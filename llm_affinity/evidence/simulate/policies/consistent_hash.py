@@ -8,20 +8,12 @@ and no expiry. Parameter: none (the key is the session id)."""
 
 from __future__ import annotations
 
-from .base import S_AUX, S_PIN, Policy, rendezvous
+from .base import S_AUX, S_PIN, HashPolicy, rendezvous
 
 
-class ConsistentHash(Policy):
+class ConsistentHash(HashPolicy):
     name = "consistent_hash"
     source = "vLLM Router (vllm-project/router) consistent_hash policy; rendezvous hashing here"
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.salts: list[int] = []
-
-    def added(self, inst):
-        while len(self.salts) <= inst:
-            self.salts.append(self.getrandbits(64))
 
     def route(self, sid, st, now, prompt_private):
         epoch = self.fleet.epoch

@@ -16,30 +16,16 @@ Queue length = outstanding requests of the instance."""
 
 from __future__ import annotations
 
-from .base import Policy
-from .tree import PrefixTree
+from .tree import TreePolicy
 
 IMBALANCED_THRESHOLD = 10
 MATCH_RATE_THRESHOLD = 0.1
 
 
-class PrefixAware(Policy):
+class PrefixAware(TreePolicy):
     name = "prefix_aware"
     source = ("Ray Serve LLM PrefixCacheAffinityRouter: imbalanced_threshold=10, "
               "match_rate_threshold=0.1, do_eviction=False (ray-project/ray prefix_aware_router.py)")
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.tree = PrefixTree(self.fleet, self.system)
-
-    def added(self, inst):
-        self.tree.added(inst)
-
-    def removed(self, inst):
-        self.tree.removed(inst)
-
-    def end(self, sid):
-        self.tree.end(sid)
 
     def route(self, sid, st, now, prompt_private):
         fleet, rnd = self.fleet, self.rnd

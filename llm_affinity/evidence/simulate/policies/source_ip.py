@@ -11,20 +11,12 @@ troubleshooting note that NAT, proxies and mobile networks break source-IP stick
 
 from __future__ import annotations
 
-from .base import S_AUX, S_IP, S_PIN, Policy, rendezvous
+from .base import S_AUX, S_IP, S_PIN, HashPolicy, rendezvous
 
 
-class SourceIp(Policy):
+class SourceIp(HashPolicy):
     name = "source_ip"
     source = "AWS ELB NLB: stickiness.enabled=true, stickiness.type=source_ip"
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.salts: list[int] = []
-
-    def added(self, inst):
-        while len(self.salts) <= inst:
-            self.salts.append(self.getrandbits(64))
 
     def route(self, sid, st, now, prompt_private):
         pin = st[S_PIN]

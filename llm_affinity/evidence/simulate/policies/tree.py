@@ -12,7 +12,7 @@ again), while the tenant sizes keep counting it, as the real trees do.
 
 from __future__ import annotations
 
-from .base import Fleet
+from .base import Fleet, Policy
 
 
 class PrefixTree:
@@ -69,3 +69,20 @@ class PrefixTree:
 
     def end(self, sid: int) -> None:
         self.known.pop(sid, None)
+
+
+class TreePolicy(Policy):
+    """A policy that routes by the router-side prefix tree (prefix_aware, cache_aware)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.tree = PrefixTree(self.fleet, self.system)
+
+    def added(self, inst):
+        self.tree.added(inst)
+
+    def removed(self, inst):
+        self.tree.removed(inst)
+
+    def end(self, sid):
+        self.tree.end(sid)
