@@ -216,5 +216,5 @@ def test_memory_does_not_grow_with_requests():
         tracemalloc.stop()
         return size
 
-    small, large = peak(500), peak(2000)
+    small, large = peak(300), peak(1200)
     assert large < small * 1.5  # 4x the requests, about the same memory

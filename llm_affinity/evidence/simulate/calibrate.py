@@ -7,7 +7,10 @@ Two inputs are understood:
   queueing is ``overhead + uncached / prefill_rate``, so a least-squares line through the points
   (mean uncached tokens per request of the turn, TTFT p50) gives ``prefill_tokens_per_s`` = 1000
   / slope and ``ttft_overhead_ms`` = intercept (clamped at 0, then refitted through the
-  origin). Probe a small fleet at low load so the TTFT has no queueing in it. A report carries
+  origin). Probe a small fleet at low load so the TTFT has no queueing in it, with uncached
+  tokens that differ from turn to turn (a cold fleet or round robin: on a sticky fleet every
+  turn computes about the same new tokens, and the fit falls back to a line through the origin
+  that folds the overhead into the rate). A report carries
   no decode timing; the decode rate keeps its value unless the report has a top-level
   ``decode_tokens_per_s``.
 - a **vLLM /metrics scrape** (Prometheus text): prefill rate = (``vllm:prompt_tokens_total`` -
@@ -66,10 +69,12 @@ def calibrate_file(path: str) -> Calibration:
 
 
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """Least squares y = a + b x; (a, b). Through the origin when a line cannot be fitted or
-    its intercept is negative."""
+    """Least squares y = a + b x; (a, b). Through the origin (no overhead) when the uncached
+    token counts hardly vary (then rate and overhead cannot be told apart) or when the line's
+    intercept would be negative."""
     n = len(points)
-    if n >= 2:
+    xs = [x for x, _ in points]
+    if n >= 2 and max(xs) - min(xs) >= 0.1 * (sum(xs) / n):
         mx = sum(x for x, _ in points) / n
         my = sum(y for _, y in points) / n
         sxx = sum((x - mx) ** 2 for x, _ in points)
