@@ -201,6 +201,9 @@ def test_histogram_percentile_is_within_half_a_percent():
         assert hist_percentile(hist, q) == pytest.approx(percentile(values, q), rel=0.0051)
     assert bucket_value(bucket_of(1000.0)) == pytest.approx(1000.0, rel=0.005)
     assert hist_percentile([0] * 10, 50) is None
+    zeros = [0] * 3000
+    zeros[bucket_of(0.0)] = 5
+    assert hist_percentile(zeros, 95) == 0.0
 
 
 def test_memory_does_not_grow_with_requests():

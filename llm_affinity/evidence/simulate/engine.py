@@ -167,7 +167,7 @@ def run_policy(wl: Workload, name: str, tap: Tap | None = None) -> dict[str, Any
                 h = s_hist[turn] = [0] * HIST_BUCKETS
             ms = st[S_TTFT]
             if ms > min_ms:
-                b = int((log(ms) - LOG_MIN) * INV_LOG_RATIO)
+                b = int((log(ms) - LOG_MIN) * INV_LOG_RATIO) + 1
                 h[b if b < top_bucket else top_bucket] += 1
             else:
                 h[0] += 1
@@ -242,6 +242,8 @@ def run_policy(wl: Workload, name: str, tap: Tap | None = None) -> dict[str, Any
                 seq += 1
         elif kind == REQ:
             st = sessions[sid]
+        elif not sessions and started >= n_sessions:
+            continue  # a fleet event after the last answer changes nothing that is measured
         elif kind == FAIL or kind == CHURN:
             victim = active[int(erng.random() * len(active))]
             remove_instance(victim)

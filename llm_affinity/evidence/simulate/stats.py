@@ -10,9 +10,9 @@
   instance takes everything while others idle) — replacements after failures included;
 - ``ttft_p50_ms`` / ``ttft_p95_ms``: linear-interpolated percentiles as in the report, but over
   a fixed log-bucket histogram instead of every sample, so memory does not grow with requests.
-  Buckets are 1 % wide from 0.01 ms to 10^8 ms (2,315 buckets per turn); a sample is represented
+  Buckets are 1 % wide from 0.01 ms to 10^8 ms (2,316 buckets per turn); a sample is represented
   by its bucket's geometric centre, so a percentile is within ±0.5 % of the exact one (values
-  under 0.01 ms count as 0.01 ms).
+  up to 0.01 ms count as 0).
 
 The engine updates the counters inline (plain ints and lists on the hot path); this module owns
 the constants and turns the counters into the report fields.
@@ -25,7 +25,7 @@ from typing import Any
 
 HIST_MIN_MS = 0.01
 HIST_RATIO = 1.01
-HIST_BUCKETS = int(math.ceil(math.log(1e8 / HIST_MIN_MS) / math.log(HIST_RATIO))) + 1
+HIST_BUCKETS = int(math.ceil(math.log(1e8 / HIST_MIN_MS) / math.log(HIST_RATIO))) + 2
 INV_LOG_RATIO = 1.0 / math.log(HIST_RATIO)
 LOG_MIN = math.log(HIST_MIN_MS)
 
@@ -37,14 +37,16 @@ TURN_KEYS = ("turn", "hit_rate", "ttft_p50_ms", "ttft_p95_ms")
 
 
 def bucket_of(ms: float) -> int:
+    """Bucket 0 holds values <= HIST_MIN_MS; bucket b >= 1 covers [MIN x R^(b-1), MIN x R^b)."""
     if ms <= HIST_MIN_MS:
         return 0
-    b = int((math.log(ms) - LOG_MIN) * INV_LOG_RATIO)
+    b = int((math.log(ms) - LOG_MIN) * INV_LOG_RATIO) + 1
     return b if b < HIST_BUCKETS else HIST_BUCKETS - 1
 
 
 def bucket_value(b: int) -> float:
-    return HIST_MIN_MS * HIST_RATIO ** (b + 0.5)
+    """The value a sample in bucket b stands for: 0 for bucket 0, else the geometric centre."""
+    return 0.0 if b == 0 else HIST_MIN_MS * HIST_RATIO ** (b - 0.5)
 
 
 def hist_percentile(hist: list[int], q: float) -> float | None:
