@@ -38,7 +38,7 @@ def test_output_shape():
 def test_one_instance_every_policy_gives_the_same_results():
     wl = Workload(instances=1, sessions=60, turns="2-6", kv_capacity_tokens=30000, hot_share=0.1,
                   clients_behind_nat=0.5, nat_addresses=3, ip_churn=0.3, cookie_duration_s=5,
-                  fail_at_s=[40.0], seed=7)
+                  fail_at_s=[40.0], scale_in_at_s=[60.0], instance_churn_per_hour=30, seed=7)
     results = simulate(wl, ALL)["policies"]
     first = results["round_robin"]
     assert first["requests"] > 60

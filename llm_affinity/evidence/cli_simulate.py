@@ -30,12 +30,26 @@ FLAGS = {
 METAVARS = {"--think-time": "SECONDS", "--cookie-duration": "SECONDS", "--kv-capacity": "TOKENS",
             "--arrival-rate": "SESSIONS_PER_S", "--ip-churn": "P", "--clients-behind-nat": "SHARE",
             "--hot-share": "SHARE", "--turns": "T|MIN-MAX"}
-HELPS = {"--kv-capacity": "KV cache per instance in tokens, 0 = unbounded",
-         "--think-time": "mean of the exponential think time between turns",
-         "--ip-churn": "chance a client's source IP changes between two turns",
-         "--clients-behind-nat": "share of clients sharing --nat-addresses addresses (default 0)",
-         "--hot-share": "share of sessions ten times heavier (10x turns at 1/10 think time)",
-         "--cookie-duration": "stickiness duration; expiry counts from the session's last request"}
+HELPS = {
+    "--instances": "vLLM instances (default: 4)",
+    "--sessions": "agent sessions in the run (default: 200)",
+    "--turns": "turns per session, or MIN-MAX drawn per session (default: 10)",
+    "--system-tokens": "shared system prompt tokens (default: 2000)",
+    "--turn-tokens": "new tokens per turn: user message + tool results (default: 500)",
+    "--output-tokens": "answer tokens per turn (default: 200)",
+    "--think-time": "mean of the exponential think time between turns (default: 10)",
+    "--kv-capacity": "KV cache per instance in tokens, 0 = unbounded (default: 80000)",
+    "--arrival-rate": "new sessions per second, Poisson (default: 0.5)",
+    "--nat-addresses": "public addresses of the NAT pool (default: 1)",
+    "--ip-churn": "chance a client's source IP changes between two turns (default: 0)",
+    "--cookie-duration": "stickiness duration; expiry counts from the session's last request (default: 86400)",
+    "--clients-behind-nat": "share of clients sharing --nat-addresses addresses (default: 0)",
+    "--hot-share": "share of sessions ten times heavier: 10x turns at 1/10 think time (default: 0)",
+    "--seed": "seed of every random draw (default: 0)",
+    "--prefill-tokens-per-s": "prefill rate per instance (default: 3000, g5/A10G profile)",
+    "--decode-tokens-per-s": "decode rate per sequence (default: 30, g5/A10G profile)",
+    "--ttft-overhead-ms": "fixed TTFT overhead per request (default: 0)",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +81,7 @@ def _scalar(text: str):
 def build_workload(args: argparse.Namespace):
     """The workload from --workload and the flags (UsageError on any bad value)."""
     from ..cli import UsageError
-    from .simulate.workload import Workload, WorkloadError, check_consistency, check_value, load_file
+    from .simulate.workload import Workload, WorkloadError, check_value, load_file
 
     try:
         wl = load_file(args.workload) if args.workload else Workload()
@@ -79,7 +93,6 @@ def build_workload(args: argparse.Namespace):
             if values:
                 items = [_scalar(p.strip()) for v in values for p in v.split(",") if p.strip()]
                 setattr(wl, key, check_value(key, items, flag))
-        check_consistency(wl, "simulate")
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
     return wl

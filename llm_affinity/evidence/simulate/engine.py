@@ -27,7 +27,8 @@ Model (docs/simulate.md explains it for users):
   requests are retried at once through the policy (TTFT counts from the original request) and
   a replacement with an empty cache joins (the Auto Scaling group keeps capacity). At each
   ``scale_in_at_s`` a random active instance stops taking requests and leaves once its
-  in-flight requests finish (deregistration delay); it is not replaced.
+  in-flight requests finish (deregistration delay); it is not replaced. A scale-in never
+  removes the last instance (an Auto Scaling group stops at its minimum of one).
 
 Determinism: three ``random.Random`` streams seeded from ``seed`` — the workload (arrivals,
 turns, think times, addresses; drawn only when a session starts, in arrival order, so every

@@ -177,9 +177,7 @@ def from_mapping(data: Any, where: str, base: Workload | None = None) -> Workloa
         if not isinstance(key, str) or key not in SCHEMA:
             raise WorkloadError(f"{where}: unknown key {key!r} (known: {', '.join(SCHEMA)})")
         values[key] = check_value(key, value, where)
-    wl = Workload(**values)
-    check_consistency(wl, where)
-    return wl
+    return Workload(**values)
 
 
 def load_file(path: str) -> Workload:
@@ -197,9 +195,3 @@ def load_file(path: str) -> Workload:
         raise WorkloadError(f"workload {path}: not valid YAML{at}") from None
     return from_mapping(data, f"workload {path}")
 
-
-def check_consistency(wl: Workload, where: str) -> None:
-    """Cross-key checks: a fleet cannot scale in below one instance."""
-    if len(wl.scale_in_at_s) >= wl.instances:
-        raise WorkloadError(f"{where}: scale_in_at_s has {len(wl.scale_in_at_s)} events for "
-                            f"{wl.instances} instance(s); at least one instance must remain")
