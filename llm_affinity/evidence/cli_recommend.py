@@ -1,19 +1,35 @@
-"""`llm-affinity recommend`: argument parsing and the command's run(). Placeholder until its issue lands:
-the flags and behaviour are written by the issue's work (see the issue text for the contract)."""
+"""`llm-affinity recommend --workload FILE.yaml`: the decision table of the source chapter applied
+to a workload, with the simulated numbers, the construct snippet and the rules (recommend.py).
+A bad workload file is one line, exit 2 (the same validation as `simulate`)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
-HELP = "recommend (not yet implemented)"
-DESCRIPTION = HELP
+HELP = "pick a front for a workload (decision table + simulation)"
+DESCRIPTION = ("Apply the decision table (ALB duration cookie, ALB app cookie, NLB source IP, Ray Serve "
+               "PrefixCacheAffinityRouter, SGLang cache-aware, LMCache shared KV; AgentCore Gateway sessions "
+               "as the separate tool layer) to a workload file, simulate the relevant policies, and print the "
+               "choice, its reason, the construct snippet and the rules its templates must pass.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `recommend` (imports nothing heavy: the parser is built at every start)."""
+    parser.add_argument("--workload", required=True, metavar="FILE.yaml", help="workload file (see docs/simulate.md)")
+    parser.add_argument("--format", "-f", choices=("text", "json"), default="text", help="output format (default: text)")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..cli import UsageError
+    from .recommend import recommend, render_text
+    from .simulate.workload import WorkloadError, load_file
 
-    raise UsageError("recommend is not implemented yet")
+    try:
+        wl = load_file(args.workload)
+    except WorkloadError as exc:
+        raise UsageError(str(exc)) from None
+    doc = recommend(wl)
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n" if args.format == "json" else render_text(doc))
+    return 0

@@ -1,0 +1,151 @@
+"""``simulate --calibrate FILE``: fit the engine rates from measurements of a real fleet.
+
+Two inputs are understood:
+
+- a **probe/sli report** (JSON, :mod:`llm_affinity.evidence.report`): each ``per_turn`` entry
+  gives requests, prompt and cached tokens and the TTFT p50. The simulator's TTFT without
+  queueing is ``overhead + uncached / prefill_rate``, so a least-squares line through the points
+  (mean uncached tokens per request of the turn, TTFT p50) gives ``prefill_tokens_per_s`` = 1000
+  / slope and ``ttft_overhead_ms`` = intercept (clamped at 0, then refitted through the
+  origin). Probe a small fleet at low load so the TTFT has no queueing in it, with uncached
+  tokens that differ from turn to turn (a cold fleet or round robin: on a sticky fleet every
+  turn computes about the same new tokens, and the fit falls back to a line through the origin
+  that folds the overhead into the rate). A report carries
+  no decode timing; the decode rate keeps its value unless the report has a top-level
+  ``decode_tokens_per_s``.
+- a **vLLM /metrics scrape** (Prometheus text): prefill rate = (``vllm:prompt_tokens_total`` -
+  ``vllm:prefix_cache_hits_total``) / ``vllm:request_prefill_time_seconds_sum``; decode rate =
+  ``vllm:time_per_output_token_seconds_count`` / ``_sum`` (or ``vllm:inter_token_latency_seconds``).
+  Series with different labels are summed.
+
+Any file that fits neither is one error line (exit 2), never a silent default.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+
+class CalibrationError(ValueError):
+    """One line naming the file and what is missing."""
+
+
+@dataclass
+class Calibration:
+    source: str
+    prefill_tokens_per_s: float
+    ttft_overhead_ms: float
+    decode_tokens_per_s: float | None
+    points: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "prefill_tokens_per_s": self.prefill_tokens_per_s,
+                "ttft_overhead_ms": self.ttft_overhead_ms, "decode_tokens_per_s": self.decode_tokens_per_s,
+                "points": self.points}
+
+
+def calibrate_file(path: str) -> Calibration:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise CalibrationError(f"--calibrate {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise CalibrationError(f"--calibrate {path}: not a text file") from None
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CalibrationError(f"--calibrate {path}: not valid JSON (line {exc.lineno})") from None
+        return from_report(data, path)
+    if "vllm:" in text:
+        return from_metrics(text, path)
+    raise CalibrationError(f"--calibrate {path}: neither a probe/sli report (JSON) nor a vLLM /metrics scrape")
+
+
+def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least squares y = a + b x; (a, b). Through the origin (no overhead) when the uncached
+    token counts hardly vary (then rate and overhead cannot be told apart) or when the line's
+    intercept would be negative."""
+    n = len(points)
+    xs = [x for x, _ in points]
+    if n >= 2 and max(xs) - min(xs) >= 0.1 * (sum(xs) / n):
+        mx = sum(x for x, _ in points) / n
+        my = sum(y for _, y in points) / n
+        sxx = sum((x - mx) ** 2 for x, _ in points)
+        if sxx > 0:
+            b = sum((x - mx) * (y - my) for x, y in points) / sxx
+            a = my - b * mx
+            if a >= 0 and b > 0:
+                return a, b
+    sxx = sum(x * x for x, _ in points)
+    return 0.0, (sum(x * y for x, y in points) / sxx) if sxx else 0.0
+
+
+def from_report(data: Any, path: str) -> Calibration:
+    where = f"--calibrate {path}"
+    if not isinstance(data, dict) or not isinstance(data.get("per_turn"), list):
+        raise CalibrationError(f"{where}: no per_turn list (expected a probe/sli report)")
+    points = []
+    for entry in data["per_turn"]:
+        if not isinstance(entry, dict):
+            continue
+        req, prompt, cached, ttft = (entry.get(k) for k in ("requests", "prompt_tokens", "cached_tokens", "ttft_p50_ms"))
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (req, prompt, cached, ttft)):
+            continue
+        if req <= 0 or ttft < 0:
+            continue
+        points.append(((prompt - cached) / req, float(ttft)))
+    if not points:
+        raise CalibrationError(f"{where}: no turn has requests, prompt_tokens, cached_tokens and ttft_p50_ms")
+    overhead, slope = _fit(points)
+    if slope <= 0:
+        raise CalibrationError(f"{where}: TTFT does not grow with uncached tokens; cannot fit a prefill rate")
+    decode = data.get("decode_tokens_per_s")
+    if decode is not None and (isinstance(decode, bool) or not isinstance(decode, (int, float)) or decode <= 0):
+        raise CalibrationError(f"{where}: decode_tokens_per_s must be a number > 0, got {decode!r}")
+    return Calibration(path, 1000.0 / slope, overhead, float(decode) if decode is not None else None, len(points))
+
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfINFaN]+)")
+
+
+def _metric_sums(text: str) -> dict[str, float]:
+    sums: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line.strip())
+        if not m:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            sums[m.group(1)] = sums.get(m.group(1), 0.0) + value
+    return sums
+
+
+def from_metrics(text: str, path: str) -> Calibration:
+    where = f"--calibrate {path}"
+    s = _metric_sums(text)
+    prompt = s.get("vllm:prompt_tokens_total")
+    hits = s.get("vllm:prefix_cache_hits_total", 0.0)
+    prefill_s = s.get("vllm:request_prefill_time_seconds_sum")
+    if prompt is None or not prefill_s:
+        raise CalibrationError(f"{where}: needs vllm:prompt_tokens_total and vllm:request_prefill_time_seconds_sum")
+    if prompt - hits <= 0:
+        raise CalibrationError(f"{where}: no uncached prompt tokens were computed; cannot fit a prefill rate")
+    decode = None
+    for name in ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds"):
+        total, count = s.get(name + "_sum"), s.get(name + "_count")
+        if total and count:
+            decode = count / total
+            break
+    return Calibration(path, (prompt - hits) / prefill_s, 0.0, decode, 1)
