@@ -13,7 +13,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RULE_FIXTURES = FIXTURES / "rules"
-SHARED = ROOT.parent / "shared"
+#: Vendored third-party test data (tests/data/README.md; licences in NOTICE).
+DATA = Path(__file__).resolve().parent / "data"
+SARIF_SCHEMA = DATA / "sarif-schema-2.1.0.json"
+CORPUS = DATA / "corpus"
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
