@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(audit)
 
     rules = sub.add_parser("rules", help="list the rule catalogue")
-    rules.add_argument("--format", "-f", choices=("text", "json"), default="text")
+    rules.add_argument("--format", "-f", choices=("text", "json", "markdown"), default="text",
+                       help="text (a table), json, or markdown (the page docs/rules.md is generated with)")
 
     # The evidence commands (probe, sli, simulate, recommend) each own their flags and their
     # run() in one module of llm_affinity.evidence; those modules import nothing heavy at the
@@ -126,11 +127,11 @@ def _ignored(args: argparse.Namespace) -> list[str]:
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
-    from .checks.report import render_rules_json, render_rules_text
+    from .checks.report import render_rules_json, render_rules_markdown, render_rules_text
     from .checks.rules import all_rules
 
-    text = render_rules_json(all_rules()) if args.format == "json" else render_rules_text(all_rules())
-    sys.stdout.write(text)
+    render = {"json": render_rules_json, "markdown": render_rules_markdown}.get(args.format, render_rules_text)
+    sys.stdout.write(render(all_rules()))
     return EXIT_OK
 
 
