@@ -15,8 +15,9 @@ $(BIN)/.installed: pyproject.toml constraints/ci.txt
 
 venv: $(BIN)/.installed
 
+# `make run VERBOSE=1` also lists every acknowledged cdk-nag / llm-affinity finding with its reason
 run: venv
-	@bash scripts/run.sh
+	@VERBOSE=$(VERBOSE) bash scripts/run.sh
 
 test: venv
 	$(BIN)/python -m pytest
