@@ -1,6 +1,6 @@
 """`llm-affinity lint | audit | rules`.
 
-Exit codes (DESIGN.md): 0 nothing at or above --fail-on; 1 findings at or above it; 2 usage
+Exit codes (docs/contract.md): 0 nothing at or above --fail-on; 1 findings at or above it; 2 usage
 error or an input that could not be read (2 wins over 1); 3 the audit could reach nothing.
 
 Start-up stays fast: argparse from the standard library, and the checks, boto3 and the

@@ -11,7 +11,7 @@ echo "== llm-affinity lint examples/good (must be clean at warning and above)"
 "$BIN/llm-affinity" lint examples/good
 
 echo
-echo "== llm-affinity lint examples/broken (a fleet with the failure modes of RULES.md; findings expected)"
+echo "== llm-affinity lint examples/broken (a fleet with the failure modes of docs/rules.md; findings expected)"
 "$BIN/llm-affinity" lint examples/broken --fail-on never
 
 echo

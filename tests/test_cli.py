@@ -1,4 +1,4 @@
-"""The CLI contract of DESIGN.md: formats, exit codes, options and bad input."""
+"""The CLI contract of docs/contract.md: formats, exit codes, options and bad input."""
 
 from __future__ import annotations
 

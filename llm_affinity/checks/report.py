@@ -1,4 +1,4 @@
-"""Reporters: text (grouped by file, coloured on a terminal), JSON (DESIGN.md's shape),
+"""Reporters: text (grouped by file, coloured on a terminal), JSON (the shape of docs/contract.md),
 SARIF 2.1.0 (GitHub code scanning) and JUnit XML (CI test tabs).
 
 SARIF and JUnit are written by hand from plain dicts/ElementTree: the available SARIF
