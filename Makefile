@@ -19,8 +19,9 @@ venv: $(BIN)/.installed
 run: venv
 	@VERBOSE=$(VERBOSE) bash scripts/run.sh
 
+# `make test ARGS='-m "not cdk"'` passes options to pytest (here: skip the slow CDK synths)
 test: venv
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(ARGS)
 
 bench: venv
 	$(BIN)/python bench/lint_vs_cfnlint.py --quick
