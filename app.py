@@ -56,6 +56,7 @@ from llm_affinity.stacks import build_reference_app  # noqa: E402
 #: CDK context: how the app reports a failed validation. "process" prints the report and lets
 #: synth return (we then exit 1 with one line); the default raises a jsii error with a traceback.
 APP_MODE = "@aws-cdk/core:appMode"
+FAIL_SYNTH_CONTEXT = "@aws-cdk/core:failSynthOnValidationErrors"
 
 
 def cdk_json_context() -> dict:
@@ -107,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"app.py: synth failed: {first} (rerun with --debug or CDK_DEBUG=true for the traceback)",
               file=sys.stderr)
         return 1
-    failed = failed_gates(assembly.directory)
+    # Under the CDK CLI (which sets failSynthOnValidationErrors=false) the CLI reads the
+    # validation report, prints it and fails the command itself: exiting 1 here would cut it off.
+    cli_reports = app.node.try_get_context(FAIL_SYNTH_CONTEXT) in (False, "false")
+    failed = [] if cli_reports else failed_gates(assembly.directory)
     if failed:
         print(f"app.py: synth failed: {', '.join(failed)} reported errors (the report above; a copy in "
               f"{Path(assembly.directory) / 'validation-report.json'})", file=sys.stderr)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, isolated_env
 from llm_affinity.checks import synth_report
 
 CDK_TIMEOUT = 600
@@ -122,11 +122,7 @@ sys.exit(app.main())
 def _cdk_env(tmp_path: Path, **extra: str) -> dict:
     context = json.loads((ROOT / "cdk.json").read_text())["context"]
     context["llm-affinity:stacks"] = "LlmAffinityAlbDuration"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
-    env.update({"CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": str(tmp_path / "out"),
-                "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-                "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", **extra})
-    return env
+    return isolated_env(CDK_CONTEXT_JSON=json.dumps(context), CDK_OUTDIR=str(tmp_path / "out"), **extra)
 
 
 @pytest.mark.cdk
@@ -149,6 +145,26 @@ def test_failing_gate_exits_1_with_report_and_one_line(tmp_path):
     assert "Traceback" in debug.stderr and "ValidationFailed" in debug.stderr
 
 
+@pytest.mark.cdk
+def test_failing_gate_under_the_cdk_cli_leaves_the_report_to_the_cli(tmp_path):
+    """`cdk synth` tells the app not to fail on validation (failSynthOnValidationErrors=false)
+    and prints the report itself: the app must not exit first, and no traceback appears."""
+    cdk = shutil.which("cdk", path=_path_without_venv())
+    if cdk is None:
+        pytest.skip("the CDK CLI (npm aws-cdk) is not installed")
+    script = tmp_path / "broken_app.py"
+    script.write_text(BREAK_CROSS_ZONE.format(root=str(ROOT)))
+    shutil.copy(ROOT / "cdk.json", tmp_path / "cdk.json")
+    env = isolated_env(CDK_DISABLE_VERSION_CHECK="1")
+    proc = subprocess.run([cdk, "synth", "--no-notices", "--quiet", "--app", f"{sys.executable} {script}",
+                           "-c", "llm-affinity:stacks=LlmAffinityAlbDuration", "--output", str(tmp_path / "out")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=CDK_TIMEOUT)
+    both = proc.stdout + proc.stderr
+    assert proc.returncode == 1, both[-3000:]
+    assert "Acknowledge with 'LlmAffinity::ALB001'" in both and "Synthesis finished with errors" in both
+    assert "Traceback" not in both and "app.py: synth failed" not in both
+
+
 # --- the CDK CLI with the project's venv ------------------------------------------------------------
 
 
@@ -165,9 +181,8 @@ def test_cdk_ls_works_without_activating_the_venv(tmp_path):
         pytest.skip("the CDK CLI (npm aws-cdk) is not installed: `cdk ls` cannot be tried")
     if not (ROOT / ".venv" / "bin" / "python").exists():
         pytest.skip("no .venv in the checkout (tests run from another environment): `make venv` creates it")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_", "VIRTUAL_ENV", "PYTHON"))}
-    env.update({"PATH": _path_without_venv(), "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-                "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_DISABLE_VERSION_CHECK": "1"})
+    env = {k: v for k, v in isolated_env(PATH=_path_without_venv(), CDK_DISABLE_VERSION_CHECK="1").items()
+           if not k.startswith(("VIRTUAL_ENV", "PYTHON"))}
     proc = subprocess.run([cdk, "ls", "--no-notices", "--output", str(tmp_path / "cdk.out")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=CDK_TIMEOUT)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, isolated_env, run_cli
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
@@ -161,10 +160,7 @@ def test_snippet_runs(snippet: Snippet, tmp_path: Path):
     CDK apps write their cloud assembly into the temporary directory (CDK_OUTDIR)."""
     script = tmp_path / "snippet.py"
     script.write_text(snippet.code, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
-    env.update({"PYTHONPATH": str(ROOT), "CDK_OUTDIR": str(tmp_path / "cdk.out"), "NO_COLOR": "1",
-                "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-                "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+    env = isolated_env(PYTHONPATH=str(ROOT), CDK_OUTDIR=str(tmp_path / "cdk.out"), NO_COLOR="1")
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=SNIPPET_TIMEOUT)
     assert proc.returncode == 0, f"{snippet.name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"

@@ -182,7 +182,8 @@ def _project_without_credentials(tmp_path):
     work.mkdir()
     shutil.copy(ROOT / "app.py", work / "app.py")
     shutil.copy(ROOT / "cdk.json", work / "cdk.json")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and not k.startswith("CDK_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AWS_") and (not k.startswith("CDK_") or k == "CDK_HOME")}  # .ci/run: CLI state in the checkout
     env.update({"PYTHONPATH": str(ROOT), "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
                 "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
     return work, env
