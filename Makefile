@@ -15,11 +15,13 @@ $(BIN)/.installed: pyproject.toml constraints/ci.txt
 
 venv: $(BIN)/.installed
 
+# `make run VERBOSE=1` also lists every acknowledged cdk-nag / llm-affinity finding with its reason
 run: venv
-	@bash scripts/run.sh
+	@VERBOSE=$(VERBOSE) bash scripts/run.sh
 
+# `make test ARGS='-m "not cdk"'` passes options to pytest (here: skip the slow CDK synths)
 test: venv
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(ARGS)
 
 bench: venv
 	$(BIN)/python bench/lint_vs_cfnlint.py --quick

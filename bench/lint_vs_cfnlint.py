@@ -7,7 +7,7 @@ What it measures (see docs/benchmarks.md for the method and the figures):
    ``llm-affinity lint`` and ``cfn-lint`` run as subprocesses on:
    an inference-style template of 50 resources, one of 250 resources, a cdk.out-like cloud
    assembly of 20 stacks × 250 resources (manifest.json + CDK-shaped JSON), and the public
-   template corpus (../shared/corpus). Ours: median of ``--runs`` runs; cfn-lint: median of
+   template corpus (tests/data/corpus). Ours: median of ``--runs`` runs; cfn-lint: median of
    ``--cfn-runs`` runs (default 1: it is slow).
 2. Start-up: ``llm-affinity --help`` and ``llm-affinity lint`` of a small template
    (median of ``--startup-runs`` runs), next to a bare ``python -c pass``; and a check that
@@ -150,7 +150,7 @@ class Case:
 def find_corpus(explicit: str | None) -> Path | None:
     if explicit:
         return Path(explicit)
-    candidate = REPO.parent / "shared" / "corpus"
+    candidate = REPO / "tests" / "data" / "corpus"
     return candidate if candidate.is_dir() else None
 
 
@@ -403,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cfn-runs", type=int, default=1, help="runs of cfn-lint per input (median; default 1)")
     parser.add_argument("--startup-runs", type=int, default=11, help="runs for the start-up figures (default 11)")
     parser.add_argument("--scale-runs", type=int, default=7, help="runs per size for the scaling figures (default 7)")
-    parser.add_argument("--corpus", help="template corpus folder (default: ../shared/corpus next to the repo)")
+    parser.add_argument("--corpus", help="template corpus folder (default: tests/data/corpus)")
     parser.add_argument("--workdir", help="where to write the generated inputs (default: a temporary folder)")
     parser.add_argument("--json", dest="json_out", help="also write the raw results as JSON here")
     parser.add_argument("--markdown", help="also write the tables as Markdown here")
@@ -417,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         corpus = find_corpus(args.corpus)
         if corpus is None:
-            _progress("corpus not found (../shared/corpus): skipping that row")
+            _progress("corpus not found (tests/data/corpus): skipping that row")
         cases, sizes, small = build_inputs(work, corpus)
         _progress(f"inputs written under {work}")
         results: dict[str, Any] = {

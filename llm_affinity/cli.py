@@ -1,6 +1,6 @@
 """`llm-affinity lint | audit | rules`.
 
-Exit codes (DESIGN.md): 0 nothing at or above --fail-on; 1 findings at or above it; 2 usage
+Exit codes (docs/contract.md): 0 nothing at or above --fail-on; 1 findings at or above it; 2 usage
 error or an input that could not be read (2 wins over 1); 3 the audit could reach nothing.
 
 Start-up stays fast: argparse from the standard library, and the checks, boto3 and the
@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(audit)
 
     rules = sub.add_parser("rules", help="list the rule catalogue")
-    rules.add_argument("--format", "-f", choices=("text", "json"), default="text")
+    rules.add_argument("--format", "-f", choices=("text", "json", "markdown"), default="text",
+                       help="text (a table), json, or markdown (the page docs/rules.md is generated with)")
 
     # The evidence commands (probe, sli, simulate, recommend) each own their flags and their
     # run() in one module of llm_affinity.evidence; those modules import nothing heavy at the
@@ -140,11 +141,11 @@ def _ignored(args: argparse.Namespace) -> list[str]:
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
-    from .checks.report import render_rules_json, render_rules_text
+    from .checks.report import render_rules_json, render_rules_markdown, render_rules_text
     from .checks.rules import all_rules
 
-    text = render_rules_json(all_rules()) if args.format == "json" else render_rules_text(all_rules())
-    sys.stdout.write(text)
+    render = {"json": render_rules_json, "markdown": render_rules_markdown}.get(args.format, render_rules_text)
+    sys.stdout.write(render(all_rules()))
     return EXIT_OK
 
 

@@ -13,9 +13,27 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RULE_FIXTURES = FIXTURES / "rules"
-SHARED = ROOT.parent / "shared"
+#: Vendored third-party test data (tests/data/README.md; licences in NOTICE).
+DATA = Path(__file__).resolve().parent / "data"
+SARIF_SCHEMA = DATA / "sarif-schema-2.1.0.json"
+CORPUS = DATA / "corpus"
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+
+#: Kept from the caller's environment although they start with CDK_: where the CDK CLI keeps
+#: its state (.ci/run points it inside the checkout) and its version check switch.
+_KEPT_CDK_VARS = ("CDK_HOME", "CDK_DISABLE_VERSION_CHECK")
+
+
+def isolated_env(**extra: str) -> dict[str, str]:
+    """The environment for a CDK app or the CDK CLI in a subprocess: no AWS credentials or
+    profile, no CDK_* context/outdir from an outer `cdk` run, the jsii end-of-life warning off."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AWS_") and (not k.startswith("CDK_") or k in _KEPT_CDK_VARS)}
+    env.update({"AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+                "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", **extra})
+    return env
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""The CLI contract of DESIGN.md: formats, exit codes, options and bad input."""
+"""The CLI contract of docs/contract.md: formats, exit codes, options and bad input."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from conftest import FIXTURES, RULE_FIXTURES, SHARED, lint_json, run_cli
+from conftest import FIXTURES, RULE_FIXTURES, SARIF_SCHEMA, lint_json, run_cli
 
 FAIL = str(RULE_FIXTURES / "ALB001_fail.yaml")      # one error
 PASS = str(RULE_FIXTURES / "ALB001_pass.yaml")      # nothing
@@ -83,7 +83,7 @@ def test_text_output_groups_by_file_with_line_and_fix():
 
 def test_sarif_validates_against_schema(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((SHARED / "schemas" / "sarif-schema-2.1.0.json").read_text())
+    schema = json.loads(SARIF_SCHEMA.read_text())
     proc = run_cli("lint", FAIL, str(RULE_FIXTURES / "SUP001_pass.yaml"), str(tmp_path / "missing.yaml"),
                    "--format", "sarif")
     sarif = json.loads(proc.stdout)

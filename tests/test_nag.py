@@ -48,7 +48,13 @@ def test_clean_reference_templates_pass(reference_synth):
     from llm_affinity.checks.nag import LlmAffinityChecks
 
     report = LlmAffinityChecks().validate(_ctx(*reference_synth.paths.values()))
-    assert report.success is True and list(report.violations) == []
+    assert report.success is True
+    (summary,) = report.violations  # only the record of what was checked
+    assert summary.rule_name == "LlmAffinity::Checked" and summary.severity == "info"
+    assert summary.description.startswith("llm-affinity checked ") and " in 4 template(s): 0 finding(s)" in summary.description
+    (where,) = summary.violating_resources
+    assert sorted(where.locations) == sorted(p.name for p in reference_synth.paths.values())
+    assert {json.loads(v)["findings"] for v in report.metadata.values()} == {0}
 
 
 def test_warning_fails_by_default_and_passes_with_fail_on_error(reference_synth, tmp_path):
@@ -61,13 +67,15 @@ def test_warning_fails_by_default_and_passes_with_fail_on_error(reference_synth,
     path = _variant(reference_synth, tmp_path, "LlmAffinityAlbDuration", short_idle)
     strict = LlmAffinityChecks().validate(_ctx(path))
     assert strict.success is False
-    (v,) = strict.violations
+    v, summary = strict.violations
+    assert summary.rule_name == "LlmAffinity::Checked" and "1 finding(s)" in summary.description
     assert v.rule_name == "LlmAffinity::ALB009" and v.severity == "error"
     assert v.rule_metadata["llm-affinity:severity"] == "warning"
     (res,) = v.violating_resources
     assert res.template_path == str(path) and res.resource_logical_id.startswith("FrontAlb")
     lenient = LlmAffinityChecks(fail_on="error").validate(_ctx(path))
     assert lenient.success is True and lenient.violations[0].severity == "warning"
+    assert json.loads(lenient.metadata[path.name]) == {"findings": 1, "suppressed": 0, "unknown": 0}
 
 
 def test_error_rules_map_to_error_and_group_resources(reference_synth, tmp_path):
@@ -100,7 +108,8 @@ def test_metadata_suppression_is_honoured(reference_synth, tmp_path):
 
     path = _variant(reference_synth, tmp_path, "LlmAffinityAlbDuration", short_idle_suppressed)
     report = LlmAffinityChecks().validate(_ctx(path))
-    assert report.success is True and list(report.violations) == []
+    assert report.success is True and [v.rule_name for v in report.violations] == ["LlmAffinity::Checked"]
+    assert json.loads(report.metadata[path.name]) == {"findings": 0, "suppressed": 1, "unknown": 0}
 
 
 def test_unreadable_template_is_an_error(tmp_path):
@@ -110,4 +119,4 @@ def test_unreadable_template_is_an_error(tmp_path):
     bad.write_text("{not json")
     report = LlmAffinityChecks(fail_on="never").validate(_ctx(bad))
     assert report.success is False
-    assert [v.rule_name for v in report.violations] == ["LlmAffinity::InputError"]
+    assert [v.rule_name for v in report.violations] == ["LlmAffinity::InputError", "LlmAffinity::Checked"]

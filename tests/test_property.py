@@ -1,6 +1,6 @@
 """Property-based robustness tests: real templates, mutated, must never crash `lint`.
 
-Seeds are the public corpus (../shared/corpus) plus hand-written inference templates
+Seeds are the vendored public corpus (tests/data/corpus) plus hand-written inference templates
 (bench/gen_templates.py: sticky target groups with TargetGroupAttributes, listeners with
 ForwardConfig / TargetGroupStickinessConfig, launch templates with vLLM user data in
 Fn::Base64 / Fn::Sub / Fn::Join, Auto Scaling groups, AgentCore gateways). Hypothesis mutates
@@ -46,7 +46,7 @@ from llm_affinity.checks.report import RENDERERS, render_text
 from llm_affinity.checks.sources.template_file import TemplateError, read_template
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "corpus"
+CORPUS = ROOT / "tests" / "data" / "corpus"
 
 
 def _load_generator():

@@ -12,7 +12,8 @@ Violations are named `LlmAffinity::<rule id>`; acknowledge one with
 `llm_affinity.constructs.suppress(construct, "ALB003", reason)`, which also writes the template
 metadata `lint` honours (so the finding is suppressed in both places, with its reason).
 Severities map 1:1 (error/warning/info). Errors fail synth; by default warnings fail it too
-(the CLI's `--fail-on warning` default): pass `fail_on="error"` to let them through.
+(the CLI's `--fail-on warning` default): pass `fail_on="error"` to let them through. Every run
+also reports one info entry, `LlmAffinity::Checked`, with what was checked (see `_summary`).
 """
 
 from __future__ import annotations
@@ -94,5 +95,46 @@ class LlmAffinityChecks:
                 violating_resources=[PolicyViolatingResource(locations=["template"],
                                                              template_path=paths[0] if paths else "")],
             ))
+        summary, counts = _summary(report, paths)
+        violations.append(summary)
         return PolicyValidationPluginReport(success=not failed, violations=violations,
-                                            plugin_version=PLUGIN_VERSION)
+                                            plugin_version=PLUGIN_VERSION, metadata=counts)
+
+
+SUMMARY_RULE = f"{PLUGIN_NAME}::Checked"
+
+
+def _summary(report, paths: list[str]) -> tuple[PolicyViolation, dict[str, str]]:
+    """One info entry saying what the gate checked, also when it found nothing.
+
+    Why: CDK writes a plugin into validation-report.json only when it reports a violation (or
+    a suppressed one), so a clean run would leave no trace that the gate ran at all. The entry
+    never fails synth (severity info). Its ``metadata`` holds per-template counts as JSON
+    strings ({"findings", "suppressed", "unknown"}); `make run`'s table reads them, because
+    findings acknowledged through template metadata never reach CDK as violations."""
+    import json
+
+    per_file: dict[str, dict[str, int]] = {os.path.basename(p): {"findings": 0, "suppressed": 0, "unknown": 0}
+                                           for p in paths}
+    for kind, items in (("findings", report.findings), ("suppressed", report.suppressed),
+                        ("unknown", report.unknown)):
+        for item in items:
+            name = os.path.basename(item.resource.location.file or "")
+            if name in per_file:
+                per_file[name][kind] += 1
+    text = (f"llm-affinity checked {report.resources_checked} resources in {len(paths)} template(s): "
+            f"{len(report.findings)} finding(s), {len(report.suppressed)} suppressed with a reason, "
+            f"{len(report.unknown)} unknown value(s)")
+    if report.unknown:
+        text += " (" + "; ".join(sorted({f"{u.rule.id} {u.resource.location.resource_id}: {u.value}"
+                                          for u in report.unknown})[:10]) + ")"
+    violation = PolicyViolation(
+        rule_name=SUMMARY_RULE, description=text, severity="info",
+        fix="nothing to fix: this entry records what the llm-affinity gate checked",
+        # one entry for the whole assembly (the folder holding the templates), so CDK's console
+        # report shows one line, not one per stack
+        violating_resources=[PolicyViolatingResource(
+            resource_logical_id="*", locations=[os.path.basename(p) for p in paths],
+            template_path=os.path.dirname(paths[0]) if paths else "")],
+    )
+    return violation, {name: json.dumps(counts, sort_keys=True) for name, counts in per_file.items()}

@@ -1,4 +1,4 @@
-"""Reporters: text (grouped by file, coloured on a terminal), JSON (DESIGN.md's shape),
+"""Reporters: text (grouped by file, coloured on a terminal), JSON (the shape of docs/contract.md),
 SARIF 2.1.0 (GitHub code scanning) and JUnit XML (CI test tabs).
 
 SARIF and JUnit are written by hand from plain dicts/ElementTree: the available SARIF
@@ -88,6 +88,93 @@ def render_rules_text(rules: Iterable[Rule]) -> str:
 
 def render_rules_json(rules: Iterable[Rule]) -> str:
     return json.dumps({"tool": TOOL_NAME, "version": __version__, "rules": [r.as_dict() for r in rules]}, indent=2) + "\n"
+
+
+# --- rule catalogue as Markdown (docs/rules.md) --------------------------------------------------
+
+RULES_MARKDOWN_COMMAND = "llm-affinity rules --format markdown > docs/rules.md"
+_LAYER_TITLES = {"routing": "Routing layer (load balancers)", "engine": "Engine and fleet (vLLM)",
+                 "tool-session": "Tool-session layer (AgentCore Gateway)", "meta": "The tool's own input"}
+#: Keys of Rule.as_dict() rendered in their own place; any other key a rule grows is listed too.
+_RULE_KEYS_SHOWN = ("id", "title", "severity", "layer", "failure_mode", "failure_code", "inference_only",
+                    "rationale", "remediation", "docs")
+
+
+def _md_cell(text: Any) -> str:
+    """A Markdown table cell: no line breaks, pipes escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _failure_modes(rules: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The failure-mode table: the registry's FAILURE_MODES when it has one, else the distinct
+    ``CODE: text`` values the rules carry (so the page renders whatever the registry holds)."""
+    from .rules import base
+
+    table = getattr(base, "FAILURE_MODES", None)
+    if isinstance(table, dict) and table:
+        return [(str(k), str(v)) for k, v in table.items()]
+    seen: dict[str, list[str]] = {}
+    for r in rules:
+        code, sep, text = str(r.get("failure_mode", "")).partition(":")
+        if sep and code.strip() and " " not in code.strip():
+            texts = seen.setdefault(code.strip(), [])
+            if text.strip() not in texts:
+                texts.append(text.strip())
+    return [(code, "; ".join(texts)) for code, texts in sorted(seen.items())]
+
+
+def render_rules_markdown(rules: Iterable[Rule]) -> str:
+    """docs/rules.md: the catalogue rendered from the registry (every field of every rule), so
+    the document can never drift from the code; tests/test_docs.py regenerates and compares."""
+    items = [r.as_dict() for r in rules]
+    out = [
+        "# Rule catalogue",
+        "",
+        f"<!-- Generated from the rule registry by `{RULES_MARKDOWN_COMMAND}`. Do not edit by hand. -->",
+        "",
+        "Every rule runs on templates and `cdk.out` (`llm-affinity lint`), inside `cdk synth` (the",
+        "`LlmAffinity` validation plugin) and on live accounts (`llm-affinity audit`). Severity:",
+        "**error** = AWS rejects the configuration or it certainly defeats affinity; **warning** = it",
+        "will likely waste the KV cache or drop sessions; **info** = advice and observability.",
+        "Rules marked *inference* only judge inference target groups and the fleets behind them",
+        "(tagged `llm-affinity:role=inference`, accelerator instances, or user data starting an",
+        "inference server). The AWS facts each rule rests on, with sources: [aws-facts.md](aws-facts.md).",
+        "How findings, suppressions and unknown values are reported: [contract.md](contract.md).",
+        "",
+        f"{len(items)} rules.",
+        "",
+    ]
+    modes = _failure_modes(items)
+    if modes:
+        out += ["## Failure modes", "",
+                "A rule's failure mode names what goes wrong in production when it fires.", "",
+                "| code | failure mode | rules |", "|---|---|---|"]
+        for code, text in modes:
+            ids = [r["id"] for r in items if str(r.get("failure_mode", "")).split(":", 1)[0].strip() == code]
+            out.append(f"| {_md_cell(code)} | {_md_cell(text)} | {', '.join(ids) or '–'} |")
+        out.append("")
+    layers: "OrderedDict[str, list[dict[str, Any]]]" = OrderedDict()
+    for r in items:
+        layers.setdefault(str(r.get("layer", "")), []).append(r)
+    for layer, group in layers.items():
+        out += [f"## {_LAYER_TITLES.get(layer, layer)}", "", "| id | severity | scope | title |", "|---|---|---|---|"]
+        for r in group:
+            scope = "inference" if r.get("inference_only") else "all"
+            out.append(f"| [{r['id']}](#{r['id'].lower()}) | {r['severity']} | {scope} | {_md_cell(r['title'])} |")
+        out.append("")
+        for r in group:
+            out += [f"### {r['id']}", "", f"**{_md_cell(r['title'])}**", "",
+                    f"- Severity: {r['severity']}",
+                    f"- Layer: {r['layer']}",
+                    f"- Applies to: {'inference target groups and fleets only' if r.get('inference_only') else 'every matching resource'}",
+                    f"- Failure mode: {_md_cell(r.get('failure_mode', ''))}"]
+            for key, value in r.items():
+                if key not in _RULE_KEYS_SHOWN:
+                    out.append(f"- {key.replace('_', ' ').capitalize()}: {_md_cell(value)}")
+            out += ["", f"Why: {_md_cell(r.get('rationale', ''))}", "",
+                    f"Fix: {_md_cell(r.get('remediation', ''))}", "",
+                    f"AWS documentation: <{r.get('docs', '')}>", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
 
 
 # --- SARIF ---------------------------------------------------------------------------------------
