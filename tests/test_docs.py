@@ -32,10 +32,6 @@ SNIPPET_TIMEOUT = 300
 #: branch rewrites them: the docs/constructs.md rewrite of the constructs work makes them
 #: complete. Matched by content, so a rewritten snippet always runs for real; delete the
 #: entries once that rewrite is merged.
-PENDING_REWRITE = {
-    "0b25db4eb331": "docs/constructs.md App example without env/certificate (rewritten with the constructs work)",
-    "a788761f2d69": "docs/constructs.md client example with undefined session_id (rewritten with the constructs work)",
-}
 
 
 # --- docs/rules.md --------------------------------------------------------------------------------
@@ -148,9 +144,6 @@ def _needs_cdk(snippet: Snippet) -> bool:
 
 def _marks(snippet: Snippet) -> list:
     marks = [pytest.mark.cdk] if _needs_cdk(snippet) else []
-    pending = PENDING_REWRITE.get(hashlib.sha1(snippet.code.encode("utf-8")).hexdigest()[:12])
-    if pending:
-        marks.append(pytest.mark.xfail(reason=pending, strict=True))
     return marks
 
 
