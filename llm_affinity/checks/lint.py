@@ -7,7 +7,7 @@ from typing import Iterable, Sequence
 
 from .engine import Report, evaluate, select_rules
 from .rules import Rule
-from .sources.cfn import load_paths
+from .sources.inputs import load_paths
 
 
 def lint_paths(paths: Iterable[str], ignore: Iterable[str] = (), rules: Sequence[Rule] | None = None) -> Report:
