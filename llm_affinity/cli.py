@@ -163,11 +163,11 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool, failed_inputs: int | None = None) -> int:
-    from .checks.report import RENDERERS, render_text
+    from .checks.report import RENDERERS, printable, render_text
     from .checks.rules import SEVERITY_RANK
 
-    for error in report.errors:
-        _say(f"error: {error.input}: {error.message}")
+    for error in report.errors:  # names and messages come from the input: escaped, one line each
+        _say(f"error: {printable(error.input)}: {printable(error.message)}")
     if args.format == "text":
         color = (args.output is None and sys.stdout.isatty() and not args.no_color
                  and "NO_COLOR" not in os.environ)
@@ -176,10 +176,10 @@ def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool, failed_
         text = RENDERERS[args.format](report)
     if args.output:
         try:
-            with open(args.output, "w", encoding="utf-8") as fh:
+            with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as fh:
                 fh.write(text)
         except OSError as exc:
-            raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
+            raise UsageError(f"--output {printable(args.output)}: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
     if not reached_any:
