@@ -30,14 +30,19 @@ def _tg(props: dict) -> dict:
     return {"Type": _TG, "Properties": dict({"Protocol": "HTTP", "Port": 80}, **props)}
 
 
+def _sticky(value) -> dict:
+    """A target group whose stickiness.enabled (read by the ALB rules) is ``value``."""
+    return _tg({"TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": value}]})
+
+
 def join_wide_delimiter() -> str:
     """Fn::Join with a 1 MB delimiter and 3000 items: 3 GB joined (was 3.1 GB of RSS)."""
-    return json.dumps({"Resources": {"Tg": _tg({"Name": {"Fn::Join": ["d" * MB, ["x"] * 3000]}})}})
+    return json.dumps({"Resources": {"Tg": _sticky({"Fn::Join": ["d" * MB, ["x"] * 3000]})}})
 
 
 def join_many_items() -> str:
     """Fn::Join of 200,000 items with a 4 KB delimiter (was MemoryError)."""
-    return json.dumps({"Resources": {"Tg": _tg({"Name": {"Fn::Join": ["d" * 4096, ["x"] * 200_000]}})}})
+    return json.dumps({"Resources": {"Tg": _sticky({"Fn::Join": ["d" * 4096, ["x"] * 200_000]})}})
 
 
 def find_in_map_fanout(items: int = 20_000, groups: int = 5000) -> str:
@@ -49,20 +54,21 @@ def find_in_map_fanout(items: int = 20_000, groups: int = 5000) -> str:
 
 def sub_repeated_variable() -> str:
     """Fn::Sub of 200,000 `${A}` with A a 256 KB text: 50 GB substituted."""
-    return json.dumps({"Resources": {"Tg": _tg({"Name": {"Fn::Sub": ["${A}" * 200_000, {"A": "a" * (MB // 4)}]}})}})
+    return json.dumps({"Resources": {"Tg": _sticky({"Fn::Sub": ["${A}" * 200_000, {"A": "a" * (MB // 4)}]})}})
 
 
 def split_into_pieces() -> str:
     """Fn::Select over Fn::Split of 1 MB of delimiters (a million pieces)."""
-    return json.dumps({"Resources": {"Tg": _tg({"Name": {"Fn::Select": [0, {"Fn::Split": [",", "," * MB]}]}})}})
+    return json.dumps({"Resources": {"Tg": _sticky({"Fn::Select": [0, {"Fn::Split": [",", "," * MB]}]})}})
 
 
 def nested_join_aliases() -> str:
     """YAML: a 1 KB text aliased into a 1 MB Fn::Join, that join aliased 1000 times into another."""
     lines = ["Resources:", "  Tg:", f"    Type: {_TG}", "    Properties:", "      Protocol: HTTP",
-             "      Metadata:", "        s: &s " + "a" * 1024,
-             "        j: &j {'Fn::Join': ['', [" + ", ".join(["*s"] * 1000) + "]]}",
-             "      Name: {'Fn::Join': ['', [" + ", ".join(["*j"] * 1000) + "]]}"]
+             "      Name: &s " + "a" * 1024,
+             "      VpcId: &j {'Fn::Join': ['', [" + ", ".join(["*s"] * 1000) + "]]}",
+             "      TargetGroupAttributes:", "        - Key: stickiness.enabled",
+             "          Value: {'Fn::Join': ['', [" + ", ".join(["*j"] * 1000) + "]]}"]
     return "\n".join(lines) + "\n"
 
 
@@ -71,6 +77,7 @@ def alias_laughs(levels: int = 9) -> str:
     lines = ["Resources:", "  Tg:", f"    Type: {_TG}", "    Properties:", "      Protocol: HTTP",
              "      Tags:", "        - &l0 {Key: k, Value: v}"]
     lines += [f"        - &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, levels + 1)]
+    lines += ["      TargetGroupAttributes:", "        - Key: stickiness.enabled", f"          Value: *l{levels}"]
     return "\n".join(lines) + "\n"
 
 
@@ -96,6 +103,34 @@ def yaml_many_nodes(target_bytes: int = 10 * MB) -> str:
     return "\n".join(head) + "\n" + body
 
 
+def yaml_flow_mappings(target_bytes: int = 10 * MB) -> str:
+    """10 MB of YAML list items that are small mappings (was ~900 MB composed)."""
+    head = "Resources:\n  Tg:\n    Type: %s\n    Properties:\n      Protocol: HTTP\n      Tags:\n" % _TG
+    line = "        - {a: {}}\n"
+    return head + line * ((target_bytes - len(head)) // len(line))
+
+
+def json_empty_lists(target_bytes: int = 10 * MB) -> str:
+    """10 MB of JSON empty lists in one property (3.5 million values)."""
+    count = (target_bytes - 200) // 3
+    return json.dumps({"Resources": {"Tg": _tg({"Tags": []})}}).replace('"Tags": []', '"Tags": [' + ",".join(["[]"] * count) + "]")
+
+
+def scenarios_everywhere(target_bytes: int = 10 * MB) -> str:
+    """10 MB of target groups whose properties hang on four conditions (16 scenarios each)."""
+    params = {f"P{i}": {"Type": "String", "AllowedValues": ["a", "b"], "Default": "a"} for i in range(4)}
+    conditions = {f"C{i}": {"Fn::Equals": [{"Ref": f"P{i}"}, "a"]} for i in range(4)}
+    resources: dict = {}
+    size = 0
+    while size < target_bytes - 100_000:
+        tg = _tg({"Protocol": {"Fn::If": ["C0", "HTTP", "HTTPS"]}, "Port": {"Fn::If": ["C1", 80, 81]},
+                  "Name": {"Fn::If": ["C2", "a", "b"]}, "VpcId": {"Fn::If": ["C3", "a", "b"]},
+                  "Tags": [{"Key": "k", "Value": {"Fn::Join": ["-", ["x" * 10] * 200]}}]})
+        resources[f"Tg{len(resources)}"] = tg
+        size += len(json.dumps(tg)) + 12
+    return json.dumps({"Parameters": params, "Conditions": conditions, "Resources": resources})
+
+
 BOMBS: dict[str, tuple[str, Callable[[], str]]] = {
     "join-wide-delimiter": ("json", join_wide_delimiter),
     "join-many-items": ("json", join_many_items),
@@ -108,6 +143,9 @@ BOMBS: dict[str, tuple[str, Callable[[], str]]] = {
 BIG = {
     "10mb-target-groups": ("json", many_target_groups),
     "10mb-yaml-scalars": ("yaml", yaml_many_nodes),
+    "10mb-yaml-mappings": ("yaml", yaml_flow_mappings),
+    "10mb-json-lists": ("json", json_empty_lists),
+    "10mb-scenarios": ("json", scenarios_everywhere),
 }
 
 

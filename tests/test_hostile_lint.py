@@ -406,7 +406,7 @@ def test_join_over_the_budget_is_unknown_and_named():
     props = {"Name": {"Fn::Join": ["d" * 1024, ["x"] * (MAX_TEXT // 1024 + 2)]}}
     with collect_over_budget() as seen:
         tpl = Template({"Resources": {"Tg": {"Type": "T", "Properties": props}}})
-        assert tpl.resolve(props, {}) is UNKNOWN
+        assert tpl.resolve(props, {}) == {"Name": UNKNOWN}  # that value only
     assert seen == ["Tg"] and tpl.too_large == ["Tg"]
 
 
@@ -601,3 +601,52 @@ def test_random_mixtures_of_file_kinds(kinds):
         elif kind == "bomb":
             assert path in data["coverage"]["inputs"]
     assert proc.returncode == (2 if expected_errors else 1 if "good" in kinds else 0)
+
+
+# --- YAML built from events (memory), aliases over the budget --------------------------------
+
+
+def test_ten_megabytes_of_small_yaml_values_stay_under_500_mb(tmp_path):
+    """Composed, each YAML node cost ~500 bytes: this file took ~900 MB. Peak RSS of the lint
+    process (a measurement of memory, not of time; the time is bench/hostile_inputs.py's)."""
+    path = bench.write(tmp_path, "maps", "yaml", bench.yaml_flow_mappings)
+    proc, _seconds, rss_mb = bench.lint_measured(path, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert rss_mb < 500, f"{rss_mb:.0f} MB"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Resources: {}\n---\nResources: {}\n", "not valid YAML or JSON: but found another document at line 2"),
+    ("Resources:\n  A: *nowhere\n", "not valid YAML or JSON: found undefined alias 'nowhere' at line 2"),
+    ("Resources:\n  ? [a, b]\n  : 1\n", "a mapping key at line 2 is not a scalar"),
+    ("Resources:\n  A: &a [*a]\n", "not valid YAML or JSON: found undefined alias 'a' at line 2"),
+    ("Resources:\n" + "  " + "[" * 500 + "]" * 500 + "\n", "nesting deeper than 400 levels at line 2"),
+])
+def test_yaml_errors_are_one_line(tmp_path, text, expected):
+    from llm_affinity.checks.sources.template_file import TemplateError, read_template
+
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    with pytest.raises(TemplateError) as info:
+        read_template(path)
+    assert str(info.value) == expected
+
+
+def test_yaml_merge_keys_and_explicit_override(tmp_path):
+    from llm_affinity.checks.sources.template_file import read_template
+
+    path = tmp_path / "t.yaml"
+    path.write_text("Base: &b {Type: X, Properties: {A: 1}}\nResources:\n  R:\n    <<: *b\n    Type: Y\n  S: *b\n")
+    tf = read_template(path)
+    assert tf.data["Resources"] == {"R": {"Type": "Y", "Properties": {"A": 1}}, "S": {"Type": "X", "Properties": {"A": 1}}}
+    assert tf.data["Resources"]["S"] is not tf.data["Base"]  # each alias its own value
+    assert tf.resource_lines == {"R": 3, "S": 6}
+
+
+def test_yaml_alias_over_the_budget_is_too_large_to_resolve(tmp_path):
+    path = bench.write(tmp_path, "laughs", "yaml", bench.alias_laughs)
+    proc, _ = lint(str(path))
+    assert error_lines(proc) == [] and proc.returncode == 0
+    data = json.loads(proc.stdout)
+    assert data["coverage"]["inputs"] == [str(path)]
+    assert {u["value"] for u in data["unknown"]} >= {"stickiness.enabled (too large to resolve)"}

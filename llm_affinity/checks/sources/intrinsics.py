@@ -38,7 +38,9 @@ MAX_TEMPLATE_TEXT = 32 << 20
 #: Fn::FindInMap may bring in a mapping's list), so a big honest template is never cut short.
 MAX_RESOURCE_WORK = 250_000
 TEMPLATE_WORK_BASE = 500_000
-TEMPLATE_WORK_PER_VALUE = 16
+TEMPLATE_WORK_PER_VALUE = 4
+#: ... and never more than this per template (about 3 s of resolution on a slow machine).
+MAX_TEMPLATE_WORK = 4_000_000
 #: Stands for a YAML alias expansion that went over the budget (template_file.py): resolves to
 #: UNKNOWN, reported as too large to resolve.
 TOO_LARGE_MARKER = "Fn::LlmAffinityTooLargeToResolve"
@@ -63,8 +65,13 @@ _SUB_VAR = re.compile(r"\$\{([^}]*)\}")
 
 
 class _OverBudget(Exception):
-    """Resolution went over :data:`MAX_TEXT` or a work budget (never a TypeError & co.: those
-    mean a malformed intrinsic and are caught nearer)."""
+    """Resolution went over a work budget: the whole value under resolution is UNKNOWN (never
+    a TypeError & co.: those mean a malformed intrinsic and are caught nearer)."""
+
+
+class _ValueTooLarge(Exception):
+    """One function's result would exceed :data:`MAX_TEXT` (or the template's text budget): that
+    result alone is UNKNOWN."""
 
 
 _over_budget: ContextVar[list[str] | None] = ContextVar("llm_affinity_over_budget", default=None)
@@ -97,6 +104,7 @@ class Template:
         self.work = 0  # values visited so far (MAX_TEMPLATE_WORK)
         self.text = 0  # characters built so far (MAX_TEMPLATE_TEXT)
         self._limit = 0  # work allowed to the resolution under way
+        self._flagged = False  # some value of the resolution under way was too large
         self._budget: int | None = None  # work allowed to the whole template
         self._owners: dict[int, str] | None = None
         #: logical ids of resources with a value over the budget
@@ -173,15 +181,20 @@ class Template:
         if self._limit:  # inside a resolution already
             return self._resolve(node, scenario, depth)
         if self._budget is None:
-            self._budget = TEMPLATE_WORK_BASE + TEMPLATE_WORK_PER_VALUE * _count_values(self.resources)
+            enough = (MAX_TEMPLATE_WORK - TEMPLATE_WORK_BASE) // TEMPLATE_WORK_PER_VALUE
+            self._budget = TEMPLATE_WORK_BASE + TEMPLATE_WORK_PER_VALUE * _count_values(self.resources, enough)
         self._limit = min(self.work + MAX_RESOURCE_WORK, self._budget)
+        self._flagged = False
         try:
-            return self._resolve(node, scenario, depth)
+            value = self._resolve(node, scenario, depth)
         except _OverBudget:
-            self._note_too_large(node)
-            return UNKNOWN
+            self._flagged = True
+            value = UNKNOWN
         finally:
             self._limit = 0
+        if self._flagged:
+            self._note_too_large(node)
+        return value
 
     def _note_too_large(self, node: Any) -> None:
         if self._owners is None:
@@ -199,9 +212,9 @@ class Template:
 
     def spend_text(self, size: int) -> None:
         """Account for ``size`` characters about to be built; raises when over budget."""
+        if size > MAX_TEXT or self.text + size > MAX_TEMPLATE_TEXT:
+            raise _ValueTooLarge
         self.text += size
-        if size > MAX_TEXT or self.text > MAX_TEMPLATE_TEXT:
-            raise _OverBudget
 
     def spend_work(self, units: int) -> None:
         self.work += units
@@ -230,6 +243,9 @@ class Template:
                 try:
                     return handler(self, arg, scenario, depth + 1)
                 except (TypeError, ValueError, IndexError, KeyError, AttributeError):
+                    return UNKNOWN
+                except _ValueTooLarge:
+                    self._flagged = True
                     return UNKNOWN
         out = {}
         for key, value in node.items():
@@ -298,10 +314,11 @@ class Template:
         return UNKNOWN
 
 
-def _count_values(node: Any) -> int:
-    """How many values (mappings, lists, scalars) ``node`` holds, without recursion."""
+def _count_values(node: Any, enough: int) -> int:
+    """How many values (mappings, lists, scalars) ``node`` holds, without recursion; counting
+    stops at ``enough``."""
     count, stack = 0, [node]
-    while stack:
+    while stack and count < enough:
         item = stack.pop()
         count += 1
         if isinstance(item, dict):
@@ -417,7 +434,7 @@ def _fn_sub(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
         partial = partial or isinstance(value, Partial)
         built += len(text_value)
         if built > MAX_TEXT:
-            raise _OverBudget
+            raise _ValueTooLarge
         return text_value
 
     result = _SUB_VAR.sub(substitute, text)
@@ -450,8 +467,11 @@ def _fn_split(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
     if not isinstance(delimiter, str) or not delimiter or not _is_plain_scalar(source):
         return UNKNOWN
     source = str(source)
+    pieces = source.count(delimiter) + 1
+    if pieces > MAX_RESOURCE_WORK:
+        raise _ValueTooLarge
     tpl.spend_text(len(source))
-    tpl.spend_work(source.count(delimiter))
+    tpl.spend_work(pieces)
     return source.split(delimiter)
 
 
@@ -483,7 +503,7 @@ def _unknown(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
 
 
 def _too_large(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
-    raise _OverBudget  # a YAML alias expansion cut short by the reader
+    raise _ValueTooLarge  # a YAML alias expansion cut short by the reader
 
 
 _FUNCTIONS = {
