@@ -157,8 +157,13 @@ def write(folder: Path, name: str, kind: str, build: Callable[[], str]) -> Path:
 
 def lint_measured(path: Path, timeout: float = 60) -> tuple[subprocess.CompletedProcess, float, float]:
     """(process, seconds, peak RSS in MB of the lint process): run alone, one at a time."""
+    # VmHWM, not ru_maxrss: the latter keeps the high-water mark from before exec, so a child of
+    # a big process (pytest after hundreds of tests) would report its parent's size.
     code = ("import resource, sys; from llm_affinity.cli import main; rc = main(sys.argv[1:]); "
-            "sys.stderr.write('\\nRSS_KB=%d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+            "hwm = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')] "
+            "if sys.platform == 'linux' else []; "
+            "sys.stderr.write('\\nRSS_KB=%d\\n' % (hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)); "
+            "sys.exit(rc)")
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code, "lint", str(path), "--format", "json"],
                           capture_output=True, text=True, timeout=timeout, env=dict(os.environ, NO_COLOR="1"))
