@@ -35,10 +35,13 @@ def emit(text: str, output: str | None) -> None:
     """Write a rendered report to ``--output`` (UsageError when it cannot be written) or stdout."""
     if output:
         try:
-            with open(output, "w", encoding="utf-8") as fh:
+            # backslashreplace: a report naming a non-UTF-8 file name is still written whole
+            with open(output, "w", encoding="utf-8", errors="backslashreplace") as fh:
                 fh.write(text)
         except OSError as exc:
-            raise UsageError(f"--output {output}: {exc.strerror or exc}") from None
+            from .checks.report import printable
+
+            raise UsageError(f"--output {printable(output)}: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
 
@@ -189,11 +192,11 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool, failed_inputs: int | None = None) -> int:
-    from .checks.report import RENDERERS, render_text
+    from .checks.report import RENDERERS, printable, render_text
     from .checks.rules import SEVERITY_RANK
 
-    for error in report.errors:
-        _say(f"error: {error.input}: {error.message}")
+    for error in report.errors:  # names and messages come from the input: escaped, one line each
+        _say(f"error: {printable(error.input)}: {printable(error.message)}")
     if args.format == "text":
         color = (args.output is None and sys.stdout.isatty() and not args.no_color
                  and "NO_COLOR" not in os.environ)

@@ -3,17 +3,59 @@ synth-time plugin, so CI and `cdk synth` can never disagree."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterable, Sequence
 
 from .engine import Report, evaluate, select_rules
+from .model import ModelError
 from .rules import Rule
-from .sources.cfn import load_paths
+from .sources.inputs import load_paths, unexpected
+
+TOO_LARGE = "too large to resolve"
 
 
 def lint_paths(paths: Iterable[str], ignore: Iterable[str] = (), rules: Sequence[Rule] | None = None) -> Report:
     """Lint every path; unreadable inputs are reported in ``errors`` and the rest still checked."""
     loaded = load_paths(paths)
-    report = evaluate(loaded.models, rules if rules is not None else select_rules(ignore))
+    chosen = list(rules) if rules is not None else select_rules(ignore)
+    try:
+        report = evaluate(loaded.models, chosen)
+    except (Exception, RecursionError, MemoryError):
+        report = _evaluate_each(loaded.models, chosen, loaded.errors, loaded.inputs)
     report.errors = loaded.errors
     report.inputs = loaded.inputs
+    if loaded.too_large:
+        report.unknown = [_mark_too_large(u, loaded.too_large) for u in report.unknown]
     return report
+
+
+def _evaluate_each(models, rules, errors: list[ModelError], inputs: list[str]) -> Report:
+    """The rules over one model at a time, so a rule that fails on one template costs that
+    template only (an error line naming it); the others are judged and reported as usual."""
+    merged = Report()
+    for model in models:
+        try:
+            part = evaluate([model], rules)
+        except RecursionError:
+            message = "nesting too deep to check"
+        except MemoryError:
+            message = "ran out of memory checking this template"
+        except Exception as exc:
+            message = unexpected(exc, "checking this template")
+        else:
+            merged.findings += part.findings
+            merged.suppressed += part.suppressed
+            merged.unknown += part.unknown
+            merged.resources_checked += part.resources_checked
+            continue
+        errors.append(ModelError(model.scope, message))
+        if model.scope in inputs:
+            inputs.remove(model.scope)
+    return merged
+
+
+def _mark_too_large(unknown, too_large: dict[str, set[str]]):
+    loc = unknown.resource.location
+    if loc.file in too_large and loc.resource_id in too_large[loc.file]:
+        return dataclasses.replace(unknown, value=f"{unknown.value} ({TOO_LARGE})")
+    return unknown

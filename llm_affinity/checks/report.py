@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import OrderedDict
 from typing import Any, Iterable
 from xml.etree import ElementTree as ET
@@ -22,6 +23,73 @@ TOOL_NAME = "llm-affinity"
 INFORMATION_URI = "https://github.com/llm-affinity/llm-affinity"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+# --- escaping ------------------------------------------------------------------------------------
+# Everything a report shows may come from the input: logical ids, values, file names. The text
+# report must not let them drive the terminal (escape sequences), JUnit must stay well-formed
+# XML 1.0, and a file name that is not UTF-8 (a surrogate-escaped str) must never make writing
+# fail: each becomes a visible backslash escape.
+
+#: control characters (C0, DEL, C1) and bidi overrides. Lone surrogates are found by a failed
+#: UTF-8 encode instead: a character class spanning them costs ~16 ms to compile at start-up.
+_UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: characters XML 1.0 forbids, besides lone surrogates (tab, newline and carriage return are allowed)
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escape_char(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # one byte of a non-UTF-8 file name (surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    if char in _NAMED:
+        return _NAMED[char]
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def _escape(match: re.Match) -> str:
+    return _escape_char(match.group())
+
+
+def _without_lone_surrogates(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return "".join(_escape_char(c) if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal and a UTF-8 file: controls and undecodable bytes escaped."""
+    text = _without_lone_surrogates(str(text))
+    return _UNSAFE_TEXT.sub(_escape, text) if _UNSAFE_TEXT.search(text) else text
+
+
+def _without_surrogates(value: Any) -> Any:
+    """JSON data with every undecodable file-name byte written as a ``\\xNN`` escape (JSON itself
+    escapes control characters, but a lone surrogate is not Unicode and strict readers refuse it)."""
+    if isinstance(value, str):
+        return _without_lone_surrogates(value)
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_surrogates(v) for v in value]
+    return value
+
+
+def _xml_text(text: str) -> str:
+    text = _without_lone_surrogates(text)
+    return _NOT_XML.sub(_escape, text) if _NOT_XML.search(text) else text
+
+
+def _xml_safe(root: ET.Element) -> None:
+    """Escape what XML 1.0 forbids in every text and attribute of the tree."""
+    for element in root.iter():
+        if element.text:
+            element.text = _xml_text(element.text)
+        for key, value in element.attrib.items():
+            element.attrib[key] = _xml_text(value)
 
 
 # --- JSON ----------------------------------------------------------------------------------------
@@ -43,7 +111,7 @@ def to_json_dict(report: Report) -> dict[str, Any]:
 
 
 def render_json(report: Report) -> str:
-    return json.dumps(to_json_dict(report), indent=2, default=str) + "\n"
+    return json.dumps(_without_surrogates(to_json_dict(report)), indent=2, default=str) + "\n"
 
 
 # --- text ----------------------------------------------------------------------------------------
@@ -62,11 +130,12 @@ def render_text(report: Report, color: bool = False) -> str:
         loc = finding.resource.location
         groups.setdefault(loc.file or loc.region or "(account)", []).append(finding)
     for where, findings in groups.items():
-        lines.append(paint(where, "bold"))
+        lines.append(paint(printable(where), "bold"))
         for f in findings:
             loc = f.resource.location
             place = f"{where}:{loc.line}" if loc.file and loc.line else (loc.resource_id if not loc.file else where)
-            lines.append(f"  {place}  {paint(f'{f.severity:<7}', f.severity)} {f.rule.id:<8} {f.message}")
+            lines.append(f"  {printable(place)}  {paint(f'{f.severity:<7}', f.severity)} {f.rule.id:<8} "
+                         f"{printable(f.message)}")
             lines.append(paint(f"      fix: {f.rule.remediation}  ({f.rule.docs})", "dim"))
         lines.append("")
     summary = report.summary()
@@ -258,7 +327,7 @@ def to_sarif_dict(report: Report) -> dict[str, Any]:
 
 
 def render_sarif(report: Report) -> str:
-    return json.dumps(to_sarif_dict(report), indent=2) + "\n"
+    return json.dumps(_without_surrogates(to_sarif_dict(report)), indent=2) + "\n"
 
 
 # --- JUnit ---------------------------------------------------------------------------------------
@@ -304,6 +373,7 @@ def render_junit(report: Report) -> str:
     root.set("tests", str(total_tests))
     root.set("failures", str(total_failures))
     root.set("errors", str(total_errors))
+    _xml_safe(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 

@@ -14,6 +14,8 @@ import base64
 import binascii
 import itertools
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -23,6 +25,25 @@ from ..model import ABSENT, UNKNOWN
 MAX_SCENARIOS = 16
 #: Intrinsics nested deeper than this resolve to UNKNOWN.
 MAX_DEPTH = 64
+
+#: The resolution budget (issue #8): a 1 MB template can ask for gigabytes (Fn::Join with a
+#: 1 MB delimiter and 3000 items) or for hours (Fn::FindInMap of a 20,000-item list from
+#: 5000 resources). Over budget a value is UNKNOWN and its resource is named ("too large to
+#: resolve"), never a crash and never a guess. Longest text one Fn::Join / Fn::Sub may build:
+MAX_TEXT = 1 << 20
+#: Characters Fn::Join / Fn::Sub / Fn::Split may produce together in one template:
+MAX_TEMPLATE_TEXT = 32 << 20
+#: Values visited while resolving one resource; and one template: a base plus a multiple of
+#: the values its resources hold (a resource may be resolved once per scenario, and
+#: Fn::FindInMap may bring in a mapping's list), so a big honest template is never cut short.
+MAX_RESOURCE_WORK = 250_000
+TEMPLATE_WORK_BASE = 500_000
+TEMPLATE_WORK_PER_VALUE = 4
+#: ... and never more than this per template (about 3 s of resolution on a slow machine).
+MAX_TEMPLATE_WORK = 4_000_000
+#: Stands for a YAML alias expansion that went over the budget (template_file.py): resolves to
+#: UNKNOWN, reported as too large to resolve.
+TOO_LARGE_MARKER = "Fn::LlmAffinityTooLargeToResolve"
 
 PLACEHOLDER = "\u2047"  # stands for an unresolved part of a text (Fn::Sub / Fn::Join)
 
@@ -43,6 +64,31 @@ class ResourceRef:
 _SUB_VAR = re.compile(r"\$\{([^}]*)\}")
 
 
+class _OverBudget(Exception):
+    """Resolution went over a work budget: the whole value under resolution is UNKNOWN (never
+    a TypeError & co.: those mean a malformed intrinsic and are caught nearer)."""
+
+
+class _ValueTooLarge(Exception):
+    """One function's result would exceed :data:`MAX_TEXT` (or the template's text budget): that
+    result alone is UNKNOWN."""
+
+
+_over_budget: ContextVar[list[str] | None] = ContextVar("llm_affinity_over_budget", default=None)
+
+
+@contextmanager
+def collect_over_budget() -> Iterator[list[str]]:
+    """Collects the logical ids of resources with a value too large to resolve, for every
+    :class:`Template` created inside the ``with`` block."""
+    found: list[str] = []
+    token = _over_budget.set(found)
+    try:
+        yield found
+    finally:
+        _over_budget.reset(token)
+
+
 class Template:
     """A template's parameters, conditions and mappings, ready to resolve values."""
 
@@ -55,6 +101,16 @@ class Template:
         self.resources: dict[str, Any] = resources if isinstance(resources, dict) else {}
         self._candidates: dict[str, list[Any]] = {}
         self._condition_cache: dict[tuple, Any] = {}
+        self.work = 0  # values visited so far (MAX_TEMPLATE_WORK)
+        self.text = 0  # characters built so far (MAX_TEMPLATE_TEXT)
+        self._limit = 0  # work allowed to the resolution under way
+        self._flagged = False  # some value of the resolution under way was too large
+        self._budget: int | None = None  # work allowed to the whole template
+        self._owners: dict[int, str] | None = None
+        #: logical ids of resources with a value over the budget
+        self.too_large: list[str] = []
+        self._too_large_set: set[str] = set()
+        self._report = _over_budget.get()
 
     # -- parameters ----------------------------------------------------------------------
 
@@ -120,11 +176,59 @@ class Template:
 
     def resolve(self, node: Any, scenario: dict[Any, Any], depth: int = 0) -> Any:
         """Plain data for ``node`` under ``scenario``: intrinsics resolved where the template
-        alone decides them, UNKNOWN elsewhere, ``AWS::NoValue`` removed (ABSENT)."""
+        alone decides them, UNKNOWN elsewhere, ``AWS::NoValue`` removed (ABSENT). Bounded by
+        the resolution budget: over it, the value is UNKNOWN and the resource is noted."""
+        if self._limit:  # inside a resolution already
+            return self._resolve(node, scenario, depth)
+        if self._budget is None:
+            enough = (MAX_TEMPLATE_WORK - TEMPLATE_WORK_BASE) // TEMPLATE_WORK_PER_VALUE
+            self._budget = TEMPLATE_WORK_BASE + TEMPLATE_WORK_PER_VALUE * _count_values(self.resources, enough)
+        self._limit = min(self.work + MAX_RESOURCE_WORK, self._budget)
+        self._flagged = False
+        try:
+            value = self._resolve(node, scenario, depth)
+        except _OverBudget:
+            self._flagged = True
+            value = UNKNOWN
+        finally:
+            self._limit = 0
+        if self._flagged:
+            self._note_too_large(node)
+        return value
+
+    def _note_too_large(self, node: Any) -> None:
+        if self._owners is None:
+            self._owners = {}
+            for logical_id, resource in self.resources.items():
+                self._owners[id(resource)] = logical_id
+                if isinstance(resource, dict) and "Properties" in resource:
+                    self._owners[id(resource["Properties"])] = logical_id
+        owner = self._owners.get(id(node))
+        if owner is not None and owner not in self._too_large_set:
+            self._too_large_set.add(owner)
+            self.too_large.append(owner)
+            if self._report is not None:
+                self._report.append(owner)
+
+    def spend_text(self, size: int) -> None:
+        """Account for ``size`` characters about to be built; raises when over budget."""
+        if size > MAX_TEXT or self.text + size > MAX_TEMPLATE_TEXT:
+            raise _ValueTooLarge
+        self.text += size
+
+    def spend_work(self, units: int) -> None:
+        self.work += units
+        if self.work > self._limit:
+            raise _OverBudget
+
+    def _resolve(self, node: Any, scenario: dict[Any, Any], depth: int = 0) -> Any:
         if depth > MAX_DEPTH:
             return UNKNOWN
+        self.work += 1
+        if self.work > self._limit:
+            raise _OverBudget
         if isinstance(node, list):
-            items = [self.resolve(item, scenario, depth + 1) for item in node]
+            items = [self._resolve(item, scenario, depth + 1) for item in node]
             return [item for item in items if item is not ABSENT]
         if not isinstance(node, dict):
             return node
@@ -140,9 +244,12 @@ class Template:
                     return handler(self, arg, scenario, depth + 1)
                 except (TypeError, ValueError, IndexError, KeyError, AttributeError):
                     return UNKNOWN
+                except _ValueTooLarge:
+                    self._flagged = True
+                    return UNKNOWN
         out = {}
         for key, value in node.items():
-            resolved = self.resolve(value, scenario, depth + 1)
+            resolved = self._resolve(value, scenario, depth + 1)
             if resolved is not ABSENT:
                 out[key] = resolved
         return out
@@ -205,6 +312,20 @@ class Template:
                 return True
             return False if all(v is False for v in values) else UNKNOWN
         return UNKNOWN
+
+
+def _count_values(node: Any, enough: int) -> int:
+    """How many values (mappings, lists, scalars) ``node`` holds, without recursion; counting
+    stops at ``enough``."""
+    count, stack = 0, [node]
+    while stack and count < enough:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
 
 
 def _param_value(value: Any) -> Any:
@@ -280,6 +401,7 @@ def _fn_join(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
             text, partial = PLACEHOLDER, True
         partial = partial or isinstance(item, Partial)
         parts.append(text)
+    tpl.spend_text(sum(map(len, parts)) + len(delimiter) * max(len(parts) - 1, 0))
     joined = delimiter.join(parts)
     return Partial(joined) if partial else joined
 
@@ -292,9 +414,10 @@ def _fn_sub(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
     if not isinstance(text, str) or not isinstance(variables, dict):
         return UNKNOWN
     partial = False
+    built = len(text)
 
     def substitute(match: re.Match) -> str:
-        nonlocal partial
+        nonlocal partial, built
         name = match.group(1)
         if name.startswith("!"):
             return "${" + name[1:] + "}"
@@ -309,9 +432,13 @@ def _fn_sub(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
             partial = True
             return PLACEHOLDER
         partial = partial or isinstance(value, Partial)
+        built += len(text_value)
+        if built > MAX_TEXT:
+            raise _ValueTooLarge
         return text_value
 
     result = _SUB_VAR.sub(substitute, text)
+    tpl.spend_text(len(result))
     return Partial(result) if partial else result
 
 
@@ -339,7 +466,13 @@ def _fn_split(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
     source = tpl.resolve(source, scenario, depth)
     if not isinstance(delimiter, str) or not delimiter or not _is_plain_scalar(source):
         return UNKNOWN
-    return str(source).split(delimiter)
+    source = str(source)
+    pieces = source.count(delimiter) + 1
+    if pieces > MAX_RESOURCE_WORK:
+        raise _ValueTooLarge
+    tpl.spend_text(len(source))
+    tpl.spend_work(pieces)
+    return source.split(delimiter)
 
 
 def _fn_find_in_map(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
@@ -369,6 +502,10 @@ def _unknown(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
     return UNKNOWN
 
 
+def _too_large(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+    raise _ValueTooLarge  # a YAML alias expansion cut short by the reader
+
+
 _FUNCTIONS = {
     "Fn::If": _fn_if,
     "Fn::Join": _fn_join,
@@ -381,6 +518,7 @@ _FUNCTIONS = {
     # Decided only at deploy time (other stacks, the account, the region):
     "Fn::GetAZs": _unknown, "Fn::ImportValue": _unknown, "Fn::Cidr": _unknown,
     "Fn::Transform": _unknown, "Fn::ToJsonString": _unknown, "Fn::Length": _unknown,
+    TOO_LARGE_MARKER: _too_large,
 }
 
 

@@ -18,6 +18,9 @@ from typing import Any
 
 import yaml
 
+from .files import ReadError, TooLarge, read_regular
+from .intrinsics import TOO_LARGE_MARKER
+
 #: Larger files are refused: CloudFormation itself accepts at most 1 MB.
 MAX_TEMPLATE_BYTES = 10 * 1024 * 1024
 
@@ -48,36 +51,38 @@ class TemplateFile:
 
 def read_template(path: str | Path, *, require_resources: bool = True) -> TemplateFile:
     """Load ``path`` as a template. Raises :class:`TemplateError` with a one-line reason."""
-    p = Path(path)
+    return template_from_bytes(read_template_bytes(path), path, require_resources=require_resources)
+
+
+def read_template_bytes(path: str | Path) -> bytes:
+    """The raw bytes of a template file: a regular file of at most :data:`MAX_TEMPLATE_BYTES`
+    (devices, FIFOs and sockets are refused before they are opened)."""
     try:
-        size = p.stat().st_size
-    except FileNotFoundError:
-        raise TemplateError("no such file") from None
-    except OSError as exc:
-        raise TemplateError(f"cannot read: {exc.strerror or exc}") from None
-    if size > MAX_TEMPLATE_BYTES:
-        raise TemplateError(
-            f"file is {size / 1048576:.1f} MB, larger than the {MAX_TEMPLATE_BYTES // 1048576} MB limit "
-            "(CloudFormation accepts templates up to 1 MB)")
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise TemplateError(f"cannot read: {exc.strerror or exc}") from None
-    if not raw.strip():
-        raise TemplateError("empty file")
+        return read_regular(str(path), MAX_TEMPLATE_BYTES)
+    except TooLarge as exc:
+        raise TemplateError(f"{exc} (CloudFormation accepts templates up to 1 MB)") from None
+    except ReadError as exc:
+        raise TemplateError(str(exc)) from None
+
+
+def template_from_bytes(raw: bytes, path: str | Path, *, require_resources: bool = True) -> TemplateFile:
+    """Parse the bytes read from ``path`` (whose suffix decides JSON-only)."""
     if b"\x00" in raw[:8192]:
         raise TemplateError("binary file, not a CloudFormation template")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise TemplateError("not UTF-8 text, not a CloudFormation template") from None
+    if not text.strip():
+        raise TemplateError("empty file (only a byte-order mark)" if raw.startswith(b"\xef\xbb\xbf")
+                            else "empty file")
     # Parsing allocates many small objects and none are cyclic: the garbage collector's passes
     # over them made reading big templates super-linear (x3 at 2,000 resources).
     collecting = gc.isenabled()
     gc.disable()
     try:
         data, lines = parse_text(text, json_first=text.lstrip().startswith("{"),
-                                 json_only=p.suffix.lower() == ".json")
+                                 json_only=Path(path).suffix.lower() == ".json")
     finally:
         if collecting:
             gc.enable()
@@ -148,7 +153,8 @@ def _json_line_of_key(text: str, key: str, occurrence: int) -> int:
 
 
 def _json_resource_lines(text: str, data: Any) -> dict[str, int]:
-    """Line of each resource key. Keys appear in file order, so one forward scan finds them."""
+    """Line of each resource key. Keys appear in file order, so one forward scan finds them
+    (plain ``str.find``: a regex compiled per key cost a third of linting a 10 MB template)."""
     if not isinstance(data, dict) or not isinstance(data.get("Resources"), dict):
         return {}
     newlines = [m.start() for m in re.finditer("\n", text)]
@@ -156,12 +162,30 @@ def _json_resource_lines(text: str, data: Any) -> dict[str, int]:
     pos = start.end() if start else 0
     lines: dict[str, int] = {}
     for logical_id in data["Resources"]:
-        match = re.compile(r'"%s"\s*:' % re.escape(logical_id)).search(text, pos)
-        if match is None:
+        found = -1
+        for needle in dict.fromkeys(('"%s"' % logical_id, json.dumps(logical_id),
+                                     json.dumps(logical_id, ensure_ascii=False))):
+            found = _find_key(text, needle, pos)
+            if found >= 0:
+                break
+        if found < 0:
             continue
-        lines[logical_id] = bisect.bisect_right(newlines, match.start()) + 1
-        pos = match.end()
+        lines[logical_id] = bisect.bisect_right(newlines, found) + 1
+        pos = found + len(needle)
     return lines
+
+
+def _find_key(text: str, needle: str, pos: int) -> int:
+    """Where ``needle`` (a quoted key) next appears followed by a colon, or -1."""
+    at = text.find(needle, pos)
+    while at >= 0:
+        after = at + len(needle)
+        while after < len(text) and text[after] in " \t\r\n":
+            after += 1
+        if after < len(text) and text[after] == ":":
+            return at
+        at = text.find(needle, at + 1)
+    return -1
 
 
 # --- YAML ------------------------------------------------------------------------------------
@@ -171,8 +195,10 @@ _BOOL_TRUE = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y"
 
 
 def _parse_yaml(text: str) -> tuple[Any, dict[str, int]]:
+    lines: dict[str, int] = {}
+    loader = _Loader(text)
     try:
-        node = yaml.compose(text, Loader=_Loader)
+        data = _Builder(loader, lines).build()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -182,103 +208,234 @@ def _parse_yaml(text: str) -> tuple[Any, dict[str, int]]:
         raise TemplateError(f"not valid YAML or JSON: {str(exc).splitlines()[0]}") from None
     except RecursionError:
         raise TemplateError("nesting too deep to read") from None
-    if node is None:
+    finally:
+        loader.dispose()
+    if data is _NOTHING:
         raise TemplateError("empty file")
-    lines: dict[str, int] = {}
-    try:
-        data = _Converter(lines).convert(node, depth=0)
-    except RecursionError:
-        raise TemplateError("nesting too deep to read") from None
     return data, lines
 
 
-class _Converter:
-    """Turns composed YAML nodes into plain data with CloudFormation long-form intrinsics."""
+_NOTHING = object()
+_MERGE = "tag:yaml.org,2002:merge"
+_STR = "tag:yaml.org,2002:str"
+
+
+class _Frame:
+    """A mapping or sequence being built."""
+
+    __slots__ = ("data", "tag", "anchor", "line", "start_nodes", "key", "key_line", "first_line",
+                 "merged", "too_large", "resources")
+
+    def __init__(self, data: Any, event: Any, start_nodes: int, resources: bool = False):
+        self.data = data
+        self.tag = event.tag
+        self.anchor = event.anchor
+        self.line = event.start_mark.line + 1
+        self.start_nodes = start_nodes
+        self.key: Any = _NOTHING
+        self.key_line = 0
+        self.first_line: dict[str, int] | None = None  # made when the first key comes
+        self.merged: set[str] | None = None  # keys merged with `<<` (an explicit key overrides them)
+        self.too_large = False
+        self.resources = resources
+
+
+class _Builder:
+    """Builds plain data (CloudFormation long-form intrinsics) straight from libyaml's events.
+
+    Why not ``yaml.compose``: a composed node keeps two position marks and costs ~500 bytes, so
+    10 MB of short YAML values took ~900 MB before a single value was converted. Built from
+    events, only the data is kept; the stack is explicit (no recursion, whatever the depth).
+    """
 
     MAX_DEPTH = 400
     #: Aliases are expanded (as `aws cloudformation package` does; CloudFormation itself
-    #: refuses them), but only up to this many nodes: a few hundred bytes of nested aliases
-    #: ("billion laughs") would otherwise expand without bound.
-    MAX_EXPANDED_NODES = 1_000_000
+    #: refuses them), but only until this many values were built: a few hundred bytes of
+    #: nested aliases ("billion laughs") would otherwise expand without bound. An alias met
+    #: after that becomes a value too large to resolve (UNKNOWN, named in the report).
+    MAX_EXPANDED_NODES = 500_000
 
-    def __init__(self, resource_lines: dict[str, int]):
+    def __init__(self, loader: Any, resource_lines: dict[str, int]):
+        self.loader = loader
         self.resource_lines = resource_lines
         self.nodes = 0
-        self.seen: set[int] = set()
-        self.aliased = False
+        self.anchors: dict[str, tuple[Any, int]] = {}  # anchor → (value, values it holds)
+        self.stack: list[_Frame] = []
+        self.result: Any = _NOTHING
+        self.tags: dict[str, str] = {}  # plain scalar text → resolved tag
 
-    def convert(self, node: yaml.Node, depth: int, resources: bool = False) -> Any:
-        if depth > self.MAX_DEPTH:
-            raise TemplateError(f"nesting deeper than {self.MAX_DEPTH} levels at line {node.start_mark.line + 1}")
+    def build(self) -> Any:
+        get_event = self.loader.get_event
+        documents = 0
+        first_document = None
+        scalar, mapping_start, sequence_start = yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent
+        mapping_end, sequence_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
+        while True:
+            event = get_event()
+            kind = type(event)
+            if kind is scalar:
+                self._scalar_event(event)
+            elif kind is mapping_start:
+                self._start(event, {})
+            elif kind is sequence_start:
+                self._start(event, [])
+            elif kind is mapping_end or kind is sequence_end:
+                self._end()
+            elif kind is yaml.AliasEvent:
+                self._alias(event)
+            elif kind is yaml.DocumentStartEvent:
+                documents += 1
+                if documents == 1:
+                    first_document = event.start_mark
+                else:
+                    raise yaml.composer.ComposerError("expected a single document in the stream", first_document,
+                                                      "but found another document", event.start_mark)
+            elif kind is yaml.StreamEndEvent:
+                return self.result
+
+    # -- events -------------------------------------------------------------------------
+
+    def _scalar_event(self, event: Any) -> None:
+        tag = event.tag
         self.nodes += 1
-        if not isinstance(node, yaml.ScalarNode):
-            if id(node) in self.seen:
-                self.aliased = True
-            self.seen.add(id(node))
-        if self.aliased and self.nodes > self.MAX_EXPANDED_NODES:
-            raise TemplateError(f"YAML aliases expand to more than {self.MAX_EXPANDED_NODES:,} nodes "
-                                "(CloudFormation does not accept aliases at all)")
-        tag = node.tag
-        if tag.startswith("!"):
-            return self._tagged(node, tag, depth)
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, depth, resources)
-        if isinstance(node, yaml.SequenceNode):
-            return [self.convert(child, depth + 1) for child in node.value]
-        return _scalar(node)
-
-    def _mapping(self, node: yaml.MappingNode, depth: int, resources: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        first_line: dict[Any, int] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                merged = self.convert(value_node, depth + 1)
-                for item in merged if isinstance(merged, list) else [merged]:
-                    if isinstance(item, dict):
-                        for k, v in item.items():
-                            out.setdefault(k, v)
-                continue
-            key = self.convert(key_node, depth + 1)
-            if isinstance(key, (dict, list)):
-                raise TemplateError(f"a mapping key at line {key_node.start_mark.line + 1} is not a scalar")
-            if not isinstance(key, str):
-                key = str(key) if key is not None else "null"
-            line = key_node.start_mark.line + 1
-            if key in out:
-                raise TemplateError(f"duplicate key {key!r} at line {line} (first at line {first_line[key]})")
-            first_line[key] = line
-            is_resources = depth == 0 and key == "Resources"
-            out[key] = self.convert(value_node, depth + 1, resources=is_resources)
-            if resources:
-                self.resource_lines[key] = line
-        return out
-
-    def _tagged(self, node: yaml.Node, tag: str, depth: int) -> Any:
-        if isinstance(node, yaml.ScalarNode):
-            value: Any = node.value
+        if tag is not None and tag.startswith("!") and tag != "!":
+            value = _short_form(tag, event.value)
         else:
-            value = self.convert_untagged(node, depth)
-        if tag == "!Ref":
-            return {"Ref": value}
-        if tag == "!Condition":
-            return {"Condition": value}
-        if tag == "!GetAtt" and isinstance(value, str):
-            resource, _, attribute = value.partition(".")
-            return {"Fn::GetAtt": [resource, attribute]}
-        if tag in _FN_TAGS:
-            return {_FN_TAGS[tag]: value}
-        return {"Fn::" + tag[1:]: value}  # unknown tag: kept, resolves to UNKNOWN
+            if tag is None or tag == "!":
+                if not event.implicit[0]:  # quoted: a string (what the resolver would say)
+                    tag = _STR
+                else:  # plain: the resolver's regexes, once per distinct text
+                    tag = self.tags.get(event.value)
+                    if tag is None:
+                        tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+                        if len(self.tags) < 65536:
+                            self.tags[event.value] = tag
+            value = _scalar(event.value, tag, event.style)
+            if tag == _MERGE:
+                value = _MergeKey()
+        if event.anchor is not None:
+            self.anchors[event.anchor] = (value, 1)
+        data = self.stack[-1].data if self.stack else None
+        if type(data) is list:
+            data.append(value)
+        else:
+            self._deliver(value, event.start_mark, False)
 
-    def convert_untagged(self, node: yaml.Node, depth: int) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, depth + 1, False)
-        return [self.convert(child, depth + 1) for child in node.value]
+    def _start(self, event: Any, data: Any) -> None:
+        if len(self.stack) >= self.MAX_DEPTH:
+            raise TemplateError(f"nesting deeper than {self.MAX_DEPTH} levels at line {event.start_mark.line + 1}")
+        self.nodes += 1
+        stack = self.stack
+        resources = (len(stack) == 1 and stack[0].key == "Resources" and isinstance(stack[0].data, dict)
+                     and isinstance(data, dict))
+        stack.append(_Frame(data, event, self.nodes, resources))
+
+    def _end(self) -> None:
+        stack = self.stack
+        frame = stack.pop()
+        value = frame.data
+        if frame.too_large:  # keys merged from an alias over the budget: the mapping is not known
+            value = {TOO_LARGE_MARKER: None}
+        tag = frame.tag
+        if tag is not None and tag.startswith("!") and tag != "!":
+            value = _short_form(tag, value)
+        if frame.anchor is not None:
+            self.anchors[frame.anchor] = (value, self.nodes - frame.start_nodes + 1)
+        if stack and type(stack[-1].data) is list:
+            stack[-1].data.append(value)
+        else:
+            self._deliver(value, None, True, frame.line)
+
+    def _alias(self, event: Any) -> None:
+        if event.anchor not in self.anchors:
+            raise yaml.composer.ComposerError(None, None, f"found undefined alias {event.anchor!r}", event.start_mark)
+        value, size = self.anchors[event.anchor]
+        if isinstance(value, (dict, list)):
+            if self.nodes + size > self.MAX_EXPANDED_NODES:
+                value = {TOO_LARGE_MARKER: None}
+            else:
+                self.nodes += size
+                value = _copy(value)
+        self._deliver(value, event.start_mark, isinstance(value, (dict, list)))
+
+    # -- placing a value ------------------------------------------------------------------
+
+    def _deliver(self, value: Any, mark: Any, collection: bool, line: int | None = None) -> None:
+        if not self.stack:
+            self.result = value
+            return
+        frame = self.stack[-1]
+        data = frame.data
+        if isinstance(data, list):
+            data.append(value)
+            return
+        if frame.key is _NOTHING:  # a key
+            key_line = (mark.line + 1) if mark is not None else (line or frame.line)
+            if type(value) is str:
+                frame.key, frame.key_line = value, key_line
+                return
+            if isinstance(value, _MergeKey):
+                frame.key, frame.key_line = value, key_line
+                return
+            if collection or isinstance(value, (dict, list)):
+                raise TemplateError(f"a mapping key at line {key_line} is not a scalar")
+            if not isinstance(value, str):
+                value = str(value) if value is not None else "null"
+            frame.key, frame.key_line = value, key_line
+            return
+        key, frame.key = frame.key, _NOTHING
+        if isinstance(key, _MergeKey):
+            if frame.merged is None:
+                frame.merged = set()
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, dict):
+                    frame.too_large = frame.too_large or TOO_LARGE_MARKER in item
+                    for k, v in item.items():
+                        if k not in data:
+                            data[k] = v
+                            frame.merged.add(k)
+            return
+        first_line = frame.first_line
+        if first_line is None:
+            first_line = frame.first_line = {}
+        if key in data:
+            if frame.merged is None or key not in frame.merged:
+                raise TemplateError(f"duplicate key {key!r} at line {frame.key_line} (first at line {first_line[key]})")
+            frame.merged.discard(key)  # an explicit key overrides a merged one
+        first_line[key] = frame.key_line
+        data[key] = value
+        if frame.resources:
+            self.resource_lines[key] = frame.key_line
 
 
-def _scalar(node: yaml.ScalarNode) -> Any:
-    value = node.value
-    tag = node.tag
-    if tag == "tag:yaml.org,2002:str" or node.style in ("'", '"', "|", ">"):
+class _MergeKey:
+    """The ``<<`` key of a YAML merge."""
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of built data (each alias occurrence is its own value, as when composed)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _short_form(tag: str, value: Any) -> Any:
+    if tag == "!Ref":
+        return {"Ref": value}
+    if tag == "!Condition":
+        return {"Condition": value}
+    if tag == "!GetAtt" and isinstance(value, str):
+        resource, _, attribute = value.partition(".")
+        return {"Fn::GetAtt": [resource, attribute]}
+    if tag in _FN_TAGS:
+        return {_FN_TAGS[tag]: value}
+    return {"Fn::" + tag[1:]: value}  # unknown tag: kept, resolves to UNKNOWN
+
+
+def _scalar(value: str, tag: str, style: str | None) -> Any:
+    if tag == "tag:yaml.org,2002:str" or style in ("'", '"', "|", ">"):
         return value
     if tag == "tag:yaml.org,2002:int":
         digits = value.replace("_", "")

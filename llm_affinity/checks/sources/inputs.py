@@ -1,0 +1,301 @@
+"""Inputs of `lint`: template files, folders searched for templates, and CDK cloud assemblies
+(``cdk.out``: its ``manifest.json``, nested assemblies of stages, nested-stack templates).
+
+Each template read becomes one :class:`~llm_affinity.checks.model.Model` (built by
+:mod:`.cfn`); each input that cannot be read or judged becomes one error entry naming it, and
+every other input is still read. Inputs are untrusted (a ``cdk.out`` in a pull request):
+
+* only regular files are read, never more than the size cap (:mod:`.files`);
+* a cloud assembly is a boundary: every path its manifests name (``templateFile``,
+  ``directoryName``) and every nested-stack template resolves, symlinks included, inside the
+  assembly folder the user named, or that entry is an error; each assembly is visited once;
+* an unreadable folder, manifest or template is an error line, never a silent skip, and a
+  ``manifest.json`` that cannot be read is an error, never a reason to scan the folder instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..model import Model, ModelError
+from .cfn import model_from_template
+from .files import ReadError, describe_os_error, kind_of, read_regular, stat_path
+from .intrinsics import collect_over_budget
+from .template_file import (
+    MAX_TEMPLATE_BYTES, TEMPLATE_SUFFIXES, TemplateError, read_template_bytes, template_from_bytes,
+)
+
+_SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", "asset"}
+#: Stages nested deeper than this are refused (CDK nests one level per Stage).
+MAX_ASSEMBLY_DEPTH = 32
+#: What a folder scan reads of a file it could not parse, to tell whether it was meant as a template.
+_HEAD_BYTES = 65536
+
+
+@dataclass
+class Loaded:
+    models: list[Model] = field(default_factory=list)
+    errors: list[ModelError] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+    #: template path → logical ids with a value over the resolution budget ("too large to resolve")
+    too_large: dict[str, set[str]] = field(default_factory=dict)
+
+
+def load_paths(paths: Iterable[str]) -> Loaded:
+    """Read every path; a bad input becomes an error entry and the others are still read."""
+    out = Loaded()
+    for path in paths:
+        path = os.fspath(path)
+        try:
+            _load_one(path, out)
+        except RecursionError:
+            out.errors.append(ModelError(path, "nesting too deep to read"))
+        except MemoryError:
+            out.errors.append(ModelError(path, "ran out of memory reading this input"))
+        except Exception as exc:  # isolation: one input's failure never drops the others
+            out.errors.append(ModelError(path, unexpected(exc, "reading this input")))
+    return out
+
+
+def unexpected(exc: BaseException, doing: str) -> str:
+    """One line for a failure nobody foresaw: what, while doing what."""
+    detail = " ".join(str(exc).split())[:200]
+    return f"unexpected failure {doing} ({type(exc).__name__}{': ' + detail if detail else ''})"
+
+
+def _load_one(path: str, out: Loaded) -> None:
+    try:
+        st = stat_path(path)
+    except ReadError as exc:
+        out.errors.append(ModelError(path, str(exc)))
+        return
+    if stat.S_ISDIR(st.st_mode):
+        before = len(out.inputs) + len(out.errors)
+        manifest, problem = _read_manifest(os.path.join(path, "manifest.json"))
+        if problem is not None:
+            out.errors.append(ModelError(os.path.join(path, "manifest.json"), problem))
+            return
+        if manifest is not None:
+            root = os.path.realpath(path)
+            _load_assembly(Folder(root, path), manifest, out, root, {root}, 0)
+        else:
+            _load_folder(path, out)
+        if len(out.inputs) + len(out.errors) == before:
+            out.errors.append(ModelError(path, "no CloudFormation templates found in this folder"))
+        return
+    if os.path.basename(path) == "manifest.json" and stat.S_ISREG(st.st_mode):
+        manifest, problem = _read_manifest(path)
+        if problem is not None:
+            out.errors.append(ModelError(path, problem))
+            return
+        if manifest is not None:  # `lint cdk.out/manifest.json` means the assembly
+            shown = os.path.dirname(path) or "."
+            root = os.path.realpath(shown)
+            _load_assembly(Folder(root, shown), manifest, out, root, {root}, 0)
+            return
+    _load_template(path, out, require_resources=True)
+
+
+def _load_template(path: str, out: Loaded, *, require_resources: bool, real: str | None = None) -> None:
+    """Read, parse and model one template; ``real`` is the path to open when ``path`` (the
+    name shown) was checked against an assembly boundary."""
+    try:
+        raw = read_template_bytes(real or path)
+    except TemplateError as exc:  # not a regular file, unreadable, too large, broken symlink...
+        if require_resources or "larger than" not in str(exc) or _head_looks_like_template(real or path):
+            out.errors.append(ModelError(path, str(exc)))
+        return
+    try:
+        tf = template_from_bytes(raw, path, require_resources=require_resources)
+    except TemplateError as exc:
+        if require_resources or _looks_like_template(raw):
+            out.errors.append(ModelError(path, str(exc)))
+        # else: a file met while scanning a folder (tsconfig.json with comments, a Helm
+        # chart...) that shows no sign of being a template: not ours to judge
+        return
+    except RecursionError:
+        out.errors.append(ModelError(path, "nesting too deep to read"))
+        return
+    del raw
+    if "Resources" not in tf.data:
+        return  # a folder's non-template JSON/YAML (package.json, CI config...)
+    try:
+        with collect_over_budget() as over_budget:
+            model = model_from_template(tf)
+    except RecursionError:
+        out.errors.append(ModelError(path, "nesting too deep to read"))
+        return
+    except MemoryError:
+        out.errors.append(ModelError(path, "ran out of memory checking this template"))
+        return
+    except Exception as exc:  # a template the model builder cannot digest: this input only
+        out.errors.append(ModelError(path, unexpected(exc, "checking this template")))
+        return
+    out.models.append(model)
+    out.inputs.append(path)
+    if over_budget:
+        out.too_large[path] = set(over_budget)
+
+
+def _looks_like_template(head: bytes) -> bool:
+    """Whether a file met in a folder scan that did not parse was meant as a template."""
+    head = head[:_HEAD_BYTES]
+    return b"AWSTemplateFormatVersion" in head or b"Resources" in head
+
+
+def _head_looks_like_template(path: str) -> bool:
+    try:
+        return _looks_like_template(read_regular(path, _HEAD_BYTES, head=True))
+    except ReadError:
+        return True
+
+
+def _read_manifest(path: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the cloud assembly manifest, None), (None, None) when ``path`` is absent or another
+    kind of manifest.json (a web app's), or (None, why) when it cannot be read: then nobody
+    can tell whether the folder is a cloud assembly, and it is an error, not a folder scan."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None, None if not os.path.islink(path) else "broken symlink: its target does not exist"
+    except OSError as exc:
+        return None, describe_os_error(exc, path)
+    if not stat.S_ISREG(st.st_mode):
+        return None, f"not a regular file ({kind_of(st.st_mode)})"
+    try:
+        raw = read_regular(path, MAX_TEMPLATE_BYTES)
+    except ReadError as exc:
+        return None, f"cannot read the cloud assembly manifest: {exc}"
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        return None, "unreadable cloud assembly manifest: not UTF-8 text"
+    except json.JSONDecodeError as exc:
+        return None, (f"unreadable cloud assembly manifest (truncated or not JSON): {exc.msg} "
+                      f"(line {exc.lineno}, column {exc.colno})")
+    except RecursionError:
+        return None, "unreadable cloud assembly manifest: nesting too deep to read"
+    if isinstance(data, dict) and ("artifacts" in data or "version" in data):
+        return data, None
+    return None, None
+
+
+def _inside(root: str, folder: str, name: Any) -> str | None:
+    """The real path of ``name`` (relative to ``folder``) when it lies inside ``root``."""
+    if not isinstance(name, str) or not name or "\x00" in name:
+        return None
+    real = os.path.realpath(os.path.join(folder, name))
+    try:
+        return real if os.path.commonpath([root, real]) == root else None
+    except ValueError:  # another drive (Windows)
+        return None
+
+
+def _load_folder(folder: str, out: Loaded) -> None:
+    def unreadable(exc: OSError) -> None:
+        where = exc.filename if isinstance(exc.filename, str) else folder
+        out.errors.append(ModelError(where, f"cannot list folder: {describe_os_error(exc)}"))
+
+    for root, dirs, files in os.walk(folder, onerror=unreadable):
+        if root != folder and "manifest.json" in files:
+            manifest_path = os.path.join(root, "manifest.json")
+            manifest, problem = _read_manifest(manifest_path)
+            if problem is not None:
+                out.errors.append(ModelError(manifest_path, problem))
+                dirs[:] = []
+                continue
+            if manifest is not None:
+                real = os.path.realpath(root)
+                _load_assembly(Folder(real, root), manifest, out, real, {real}, 0)
+                dirs[:] = []
+                continue
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("asset."))
+        for name in sorted(files):
+            if name.lower().endswith(TEMPLATE_SUFFIXES) and not _is_cdk_support_file(name):
+                _load_template(os.path.join(root, name), out, require_resources=False)
+
+
+def _is_cdk_support_file(name: str) -> bool:
+    return name in ("manifest.json", "tree.json", "cdk.json", "cdk.context.json") or name.endswith(
+        (".assets.json", ".metadata.json")) or name == "validation-report.json"
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A folder as checked (its real path) and as shown to the user (as they named it)."""
+
+    real: str
+    shown: str
+
+
+def _load_assembly(where: Folder, manifest: dict[str, Any], out: Loaded, root: str, seen: set[str],
+                   depth: int) -> None:
+    """A cloud assembly (``where.real`` lies inside ``root``): stack templates from its
+    manifest, nested assemblies (stages), and nested-stack templates lying beside them."""
+    folder = where.real
+    manifest_path = os.path.join(where.shown, "manifest.json")
+    artifacts = manifest.get("artifacts")
+    listed: set[str] = set()
+    if isinstance(artifacts, dict):
+        for name, artifact in artifacts.items():
+            if not isinstance(artifact, dict):
+                continue
+            props = artifact.get("properties") if isinstance(artifact.get("properties"), dict) else {}
+            kind = artifact.get("type")
+            if kind == "aws:cloudformation:stack":
+                template = props.get("templateFile")
+                if not isinstance(template, str):
+                    out.errors.append(ModelError(manifest_path, f"stack artifact {name} has no templateFile"))
+                    continue
+                real = _inside(root, folder, template)
+                if real is None:
+                    out.errors.append(ModelError(manifest_path, f"stack artifact {name}: templateFile {template!r} "
+                                                                "points outside the cloud assembly"))
+                    continue
+                listed.add(real)
+                _load_template(os.path.join(where.shown, template), out, require_resources=True, real=real)
+            elif kind == "cdk:cloud-assembly":
+                directory = props.get("directoryName")
+                if not isinstance(directory, str):
+                    continue
+                _load_nested_assembly(where, name, directory, out, root, seen, depth)
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder) if entry.name.endswith(".nested.template.json"))
+    except OSError as exc:
+        out.errors.append(ModelError(where.shown, f"cannot list folder: {describe_os_error(exc)}"))
+        return
+    for nested in names:
+        real = _inside(root, folder, nested)
+        if real is None:
+            out.errors.append(ModelError(os.path.join(where.shown, nested), "points outside the cloud assembly"))
+        elif real not in listed:
+            listed.add(real)
+            _load_template(os.path.join(where.shown, nested), out, require_resources=True, real=real)
+
+
+def _load_nested_assembly(parent: Folder, name: str, directory: str, out: Loaded, root: str, seen: set[str],
+                          depth: int) -> None:
+    manifest_path = os.path.join(parent.shown, "manifest.json")
+    shown = os.path.join(parent.shown, directory)
+    real = _inside(root, parent.real, directory)
+    if real is None:
+        out.errors.append(ModelError(manifest_path, f"nested assembly {name}: directoryName {directory!r} "
+                                                    "points outside the cloud assembly"))
+        return
+    if real in seen:
+        return  # visited already (a stage that names its parent is not a loop to follow)
+    seen.add(real)
+    if depth >= MAX_ASSEMBLY_DEPTH:
+        out.errors.append(ModelError(shown, f"cloud assemblies nested deeper than {MAX_ASSEMBLY_DEPTH} levels"))
+        return
+    nested_manifest, problem = _read_manifest(os.path.join(real, "manifest.json"))
+    if problem is not None:
+        out.errors.append(ModelError(os.path.join(shown, "manifest.json"), problem))
+    elif nested_manifest is None:
+        out.errors.append(ModelError(shown, "nested cloud assembly has no manifest.json"))
+    else:
+        _load_assembly(Folder(real, shown), nested_manifest, out, root, seen, depth + 1)
