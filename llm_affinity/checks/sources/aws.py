@@ -668,7 +668,7 @@ def _run(audit: _Audit, regions, all_regions, default_region, progress, errors, 
     by_region: dict[str, list] = {}
     for tg in model.target_groups:
         if (tg.id not in fed and B.tags_to_dict(tg.tags).get(ROLE_TAG, "").strip().lower() == "inference"
-                and str(tg.attr("stickiness.enabled")).strip().lower() == "false"):
+                and tg.settings.sticky is False):
             by_region.setdefault(tg.location.region, []).append(tg)
     for region, tgs in by_region.items():
         audit.count_targets(region, tgs, covs[f"{region}/elbv2"])
