@@ -295,3 +295,34 @@ def test_fleet005_silent_when_alarms_could_not_be_read():
     model.alarms, model.alarms_known = [], False
     report = evaluate([model], [REGISTRY["FLEET005"]])
     assert report.findings == [] and [u.value for u in report.unknown] == ["CloudWatch alarms"]
+
+
+def test_reports_list_only_the_rules_that_ran():
+    from xml.etree import ElementTree as ET
+
+    from llm_affinity.checks.engine import select_rules
+    from llm_affinity.checks.report import render_junit, to_sarif_dict
+
+    report = lint_paths([str(_fixture("ALB011_fail"))], ignore=["ALB011", "FLEET005"])
+    assert [r.id for r in report.rules] == [r for r in EXPECTED_IDS if r not in ("ALB011", "FLEET005")]
+    assert report.rules == select_rules(["ALB011", "FLEET005"])
+    driver = to_sarif_dict(report)["runs"][0]["tool"]["driver"]
+    assert [r["id"] for r in driver["rules"]] == [r.id for r in report.rules]
+    tags = {r["id"]: r["properties"]["tags"] for r in driver["rules"]}
+    assert tags["ALB001"] == ["routing", "FM2"] and tags["ALB002"] == ["routing", "API"]
+    assert tags["SUP001"] == ["meta", "META"] and tags["FLEET006"] == ["routing", "AP4"]
+    cases = [c.get("name") for c in ET.fromstring(render_junit(report)).iter("testcase")]
+    assert len(cases) == len(report.rules)
+    assert not any(c.startswith(("ALB011", "FLEET005")) for c in cases)
+
+
+def test_cli_min_cookie_duration():
+    from conftest import lint_json, run_cli
+
+    code, data = lint_json(str(_fixture("ALB011_fail")), "--min-cookie-duration", "60")
+    assert code == 1 and [(f["rule_id"], f["resource"]["id"]) for f in data["findings"]] == [("ALB011", "ShortLbCookie")]
+    code, data = lint_json(str(_fixture("ALB011_pass")), "--min-cookie-duration", "7200", "--fail-on", "error")
+    assert code == 0 and sorted(f["resource"]["id"] for f in data["findings"]) == ["HourLbCookie", "ThresholdAppCookie"]
+    bad = run_cli("lint", str(_fixture("ALB011_pass")), "--min-cookie-duration", "0")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == (
+        "llm-affinity: --min-cookie-duration must be between 1 and 604800 seconds")

@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Union
 
 from ..model import Model, Resource
+from ..severity import SEVERITIES, SEVERITY_RANK  # noqa: F401  (re-exported)
 
-#: Severities, most severe first: the one definition (reporters and the CLI read it).
-SEVERITIES = ("error", "warning", "info")
-SEVERITY_RANK = {name: len(SEVERITIES) - n for n, name in enumerate(SEVERITIES)}
 #: ``meta`` is for rules about the tool's own input (SUP001: suppressions).
 LAYERS = ("routing", "engine", "tool-session", "meta")
 

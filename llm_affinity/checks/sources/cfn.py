@@ -299,7 +299,7 @@ class _Builder:
         else:
             spec = LaunchSpec(
                 instance_types=self.candidates(raw.get("InstanceType", ABSENT), data.get("InstanceType", ABSENT),
-                                               v.scenario, v.label),
+                                               v.scenario),
                 user_data=_user_data(raw.get("UserData"), data.get("UserData", ABSENT)),
                 accelerators=N.asks_for_accelerators(data.get("InstanceRequirements", ABSENT)),
                 source_id=v.logical_id,
@@ -307,17 +307,22 @@ class _Builder:
         return EngineHost(**v.common(), tags=N.tags(v.props.get("Tags") if rtype != T_LT else _lt_tags(v.props)),
                           user_data=spec.user_data, launch=spec)
 
-    def candidates(self, raw: Any, resolved: Any, scenario: dict, label: str | None) -> list[Candidate]:
-        """Values an InstanceType may take, each with its branch. A value that did not resolve
-        in this scenario (its parameter has more allowed values than the scenario bound) is
-        enumerated on its own: instance types never multiply with other properties."""
+    def candidates(self, raw: Any, resolved: Any, scenario: dict) -> list[Candidate]:
+        """Values an InstanceType may take, each with the branch it takes it in — named by the
+        parameters and conditions the InstanceType itself depends on, never by the other
+        dimensions of its resource's scenario. A value that did not resolve in this scenario
+        (its parameter has more allowed values than the scenario bound) is enumerated on its
+        own: instance types never multiply with other properties."""
         if resolved is ABSENT or resolved is None:
             return []
+        deps = self.tpl.dependencies(raw)
+        fixed = {k: v for k, v in scenario.items() if k in deps}
+        label = scenario_label(fixed)
         value = N.as_text(resolved, "InstanceType")
         if isinstance(value, str):
             return [Candidate(value.strip(), label)]
         out: list[Candidate] = []
-        for alt, alt_label in self.tpl.alternatives(raw, scenario):
+        for alt, alt_label in self.tpl.alternatives(raw, fixed):
             text = N.as_text(alt, "InstanceType")
             when = "; ".join(p for p in (label, alt_label) if p) or None
             out.append(Candidate(text.strip() if isinstance(text, str) else text, when))
@@ -380,7 +385,7 @@ class _Builder:
                             and isinstance(raw_overrides[n], dict) else {}
                         if "InstanceType" in override:
                             override_types += self.candidates(raw_override.get("InstanceType"), override["InstanceType"],
-                                                              v.scenario, None)
+                                                              v.scenario)
                         wants = N.asks_for_accelerators(override.get("InstanceRequirements", ABSENT))
                         spec.accelerators = _either(spec.accelerators, wants)
                         if "InstanceRequirements" in override:

@@ -119,6 +119,13 @@ class Template:
             out.append((assignment, "; ".join(labels) or None))
         return out
 
+    def dependencies(self, node: Any) -> set[tuple[str, str]]:
+        """``("condition", name)`` / ``("parameter", name)`` keys ``node``'s value depends on."""
+        conditions: list[str] = []
+        params: list[str] = []
+        _dependencies(node, conditions, params, self, 0)
+        return {("condition", c) for c in conditions} | {("parameter", p) for p in params}
+
     def alternatives(self, node: Any, fixed: dict[Any, Any]) -> list[tuple[Any, str | None]]:
         """Every value ``node`` takes once the scenario ``fixed`` is given, each with the label
         of the branch it takes it in; values that stay unresolved are UNKNOWN. One property
