@@ -392,6 +392,8 @@ class _Builder:
                             override_types.append(Candidate("attribute-based", None))
                         if isinstance(override.get("LaunchTemplateSpecification"), dict):
                             refs.append(override["LaunchTemplateSpecification"])
+                elif overrides is not None and overrides is not ABSENT:  # e.g. !FindInMap [.., !Ref AWS::Region, ..]
+                    override_types.append(Candidate(Unresolved("MixedInstancesPolicy Overrides not resolvable")))
             elif lt is not None:
                 refs.append(UNKNOWN)
         elif mixed is not None and mixed is not ABSENT:
