@@ -79,6 +79,9 @@ class Invalid:
     def __repr__(self) -> str:
         return f"Invalid({self.raw!r})"
 
+    def __hash__(self) -> int:  # ``raw`` may be a list or a mapping
+        return hash(repr(self.raw))
+
 
 def is_unresolved(value: Any) -> bool:
     return isinstance(value, Unresolved)
