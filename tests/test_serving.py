@@ -226,3 +226,14 @@ def test_sglang_and_tgi_user_data(write):
             """))
         (model,) = load_paths([path]).models
         assert model.fleets[0].serving.reason == f"user data starts {name}"
+
+
+def test_gzip_user_data_is_read_in_templates_as_in_accounts(write):
+    import base64
+    import gzip
+
+    encoded = base64.b64encode(gzip.compress(b"#!/bin/bash\nvllm serve m --no-enable-prefix-caching\n")).decode()
+    path = write("t.json", '{"Resources": {"I": {"Type": "AWS::EC2::Instance", "Properties": '
+                           '{"InstanceType": "g5.xlarge", "UserData": "%s"}}}}' % encoded)
+    report = lint_paths([path])
+    assert [(f.rule.id, f.resource.id) for f in report.findings] == [("FLEET003", "I")]

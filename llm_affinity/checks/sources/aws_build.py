@@ -66,17 +66,9 @@ _SPLIT = re.compile(r"[\s,+/;]+")
 
 
 def tags_to_dict(tags: Iterable[dict] | dict | None) -> dict[str, str]:
-    """``[{"Key": k, "Value": v}]`` (ELB/ASG/EC2) or a plain map (AgentCore) → dict."""
-    if not tags:
-        return {}
-    if isinstance(tags, dict):
-        return {str(k): str(v) for k, v in tags.items()}
-    out: dict[str, str] = {}
-    for tag in tags:
-        key = tag.get("Key", tag.get("key"))
-        if key is not None:
-            out[str(key)] = str(tag.get("Value", tag.get("value", "")) or "")
-    return out
+    """``[{"Key": k, "Value": v}]`` (ELB/ASG/EC2) or a plain map (AgentCore) → dict (the
+    normalizer's reading, shared with templates)."""
+    return N.tags(tags if isinstance(tags, (list, dict)) else list(tags or ()))
 
 
 def suppressions_from_tags(tags: dict[str, Any]) -> list[Suppression]:
