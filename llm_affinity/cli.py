@@ -15,9 +15,9 @@ import sys
 from typing import Any, Sequence
 
 from . import __version__
+from .checks.severity import FAIL_ON  # the one definition of severity order
 
 EXIT_OK, EXIT_FINDINGS, EXIT_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
-FAIL_ON = {"error": 3, "warning": 2, "info": 1, "never": 99}
 FORMATS = ("text", "json", "sarif", "junit")
 EVIDENCE_COMMANDS = {
     "probe": "llm_affinity.evidence.cli_probe",
@@ -54,6 +54,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore", action="append", default=[], metavar="RULE_ID",
                         help="skip a rule (repeatable, or comma-separated)")
     parser.add_argument("--no-color", action="store_true", help="no ANSI colours in text output")
+    parser.add_argument("--min-cookie-duration", type=int, default=900, metavar="SECONDS",
+                        help="ALB011: shortest stickiness cookie duration accepted on inference target groups "
+                             "(default: 900, the shortest AgentCore session)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,6 +146,14 @@ def _ignored(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def _settings(args: argparse.Namespace) -> Any:
+    if not 1 <= args.min_cookie_duration <= 604800:
+        raise UsageError("--min-cookie-duration must be between 1 and 604800 seconds")
+    from .checks.rules import Settings
+
+    return Settings(min_cookie_duration=args.min_cookie_duration)
+
+
 def _cmd_rules(args: argparse.Namespace) -> int:
     from .checks.report import render_rules_json, render_rules_markdown, render_rules_text
     from .checks.rules import all_rules
@@ -155,12 +166,13 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 def _cmd_lint(args: argparse.Namespace) -> int:
     from .checks.lint import lint_paths
 
-    report = lint_paths(args.paths, ignore=_ignored(args))
+    report = lint_paths(args.paths, ignore=_ignored(args), settings=_settings(args))
     return _finish(args, report, reached_any=True)
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     ignore = _ignored(args)
+    settings = _settings(args)
     if args.max_workers < 1:
         raise UsageError("--max-workers must be at least 1")
     if not (args.timeout > 0 and args.timeout != float("inf")):
@@ -180,7 +192,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     result = collect(regions=args.region or None, all_regions=args.all_regions, profile=args.profile,
                      endpoint_url=args.endpoint_url, progress=progress, max_workers=args.max_workers,
                      timeout=args.timeout)
-    report = evaluate(result.models, select_rules(ignore))
+    report = evaluate(result.models, select_rules(ignore), settings)
     report.errors = list(result.errors)
     # A service with nothing to read there (not offered in the region) is listed in errors for
     # the record, but it is nothing we failed to read: it does not turn the exit code into 2.

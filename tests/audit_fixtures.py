@@ -308,6 +308,18 @@ def seed_gw004(region: str = "us-east-1", endpoint_url: str | None = None) -> di
     return out
 
 
+def seed_alb011(region: str = "us-east-1", endpoint_url: str | None = None) -> dict[str, str]:
+    """ALB011 alone: a sticky inference TG whose cookie lasts 30 s, and one that lasts a day."""
+    c = Clients(region, endpoint_url)
+    vpc, _ = c.network()
+    base = {"stickiness.enabled": "true", "load_balancing.algorithm.type": "least_outstanding_requests"}
+    return {
+        "short": c.tg("short-cookie", vpc, attrs={**base, "stickiness.lb_cookie.duration_seconds": "30"},
+                      tags={"llm-affinity:role": "inference"}),
+        "day": c.tg("day-cookie", vpc, attrs=base, tags={"llm-affinity:role": "inference"}),
+    }
+
+
 def seed_scale(endpoint_url: str, region: str = "us-east-1", target_groups: int = 1000,
                load_balancers: int = 200, asgs: int = 50, progress: Any = None) -> dict[str, int]:
     """The benchmark account: ``target_groups`` TGs (sticky / not, tagged), ``load_balancers``

@@ -15,7 +15,7 @@ from moto import mock_aws
 
 import audit_fixtures as F
 from llm_affinity.checks.engine import evaluate
-from llm_affinity.checks.model import UNKNOWN
+from llm_affinity.checks.model import Unresolved
 from llm_affinity.checks.sources import aws
 
 
@@ -115,7 +115,7 @@ def test_partial_attributes_denied_gives_unknowns_not_findings(account):
     (model,) = result.models
     assert "elbv2" not in model.unreadable
     tg = [t for t in model.target_groups if t.id == ids["tg_sticky"]][0]
-    assert tg.attr("stickiness.enabled") is UNKNOWN
+    assert isinstance(tg.settings.sticky, Unresolved)
     report = evaluate([model])
     tg_rules = {"ALB001", "ALB002", "ALB003", "ALB004", "FLEET001", "FLEET004", "FLEET006", "NLB002", "NLB003"}
     assert not tg_rules & {f.rule.id for f in report.findings}
@@ -129,7 +129,7 @@ def test_lifecycle_hooks_denied_make_fleet007_unknown(account):
     result = aws.collect(regions=["us-east-1"])
     assert result.coverage["services"]["us-east-1/autoscaling"] == "partial"
     fleet = [f for f in result.models[0].fleets if f.id == ids["asg"]][0]
-    assert fleet.lifecycle_transitions == [UNKNOWN]
+    assert fleet.lifecycle_transitions == [Unresolved()]
     report = evaluate(result.models)
     assert "FLEET007" not in {f.rule.id for f in report.findings}
     assert any(u.rule.id == "FLEET007" for u in report.unknown)
@@ -144,7 +144,8 @@ def test_launch_templates_denied(account):
     (model,) = result.models
     assert "ec2" in model.unreadable
     fleet = [f for f in model.fleets if f.id == ids["asg"]][0]
-    assert fleet.launch.instance_types == [UNKNOWN] and fleet.launch.user_data is UNKNOWN
+    assert [type(c.value) for c in fleet.launch.instance_types] == [Unresolved]
+    assert isinstance(fleet.launch.user_data, Unresolved)
     assert "FLEET003" not in {f.rule.id for f in evaluate([model]).findings}
 
 

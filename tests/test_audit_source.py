@@ -11,7 +11,8 @@ from moto import mock_aws
 
 import audit_fixtures as F
 from llm_affinity.checks.engine import evaluate
-from llm_affinity.checks.model import ABSENT, UNKNOWN, Suppression
+from llm_affinity.checks.model import Candidate, Suppression, Unresolved
+from llm_affinity.checks.serving import launch_evidence
 from llm_affinity.checks.sources import aws, aws_build as B
 
 
@@ -48,29 +49,29 @@ def test_model_fields_from_live_resources(account):
     assert model.unreadable == set() and model.alarms_known
 
     alb = _by_id(model.load_balancers, ids["alb"])
-    assert (alb.lb_type, alb.scheme) == ("application", "internet-facing")
+    assert (alb.settings.lb_type, alb.settings.scheme) == ("application", "internet-facing")
     assert alb.location.resource_type == "AWS::ElasticLoadBalancingV2::LoadBalancer"
     assert alb.location.region == "us-east-1" and alb.location.file is None and alb.location.line is None
     nlb = _by_id(model.load_balancers, ids["nlb"])
-    assert nlb.lb_type == "network"
-    assert nlb.attributes["load_balancing.cross_zone.enabled"] == "false"
+    assert nlb.settings.lb_type == "network"
+    assert nlb.settings.cross_zone is False
 
     sticky = _by_id(model.target_groups, ids["tg_sticky"])
-    assert sticky.attributes["stickiness.enabled"] == "true"  # the API's strings, as returned
-    assert sticky.attributes["stickiness.lb_cookie.duration_seconds"] == "999999"
-    assert sticky.attributes["load_balancing.cross_zone.enabled"] == "false"
-    assert (sticky.protocol, sticky.target_type) == ("HTTP", "instance")
+    assert sticky.settings.sticky is True  # the API's strings, typed by the normalizer
+    assert sticky.settings.lb_cookie_duration == 999999
+    assert sticky.settings.cross_zone == "false"
+    assert (sticky.settings.protocol, sticky.settings.target_type) == ("HTTP", "instance")
     assert sticky.load_balancer_ids == [ids["alb"]]
-    assert sticky.target_count is UNKNOWN  # no DescribeTargetHealth for ASG-fed groups
-    assert sticky.inference_reason and "g5.xlarge" in sticky.inference_reason
+    assert isinstance(sticky.target_count, Unresolved)  # no DescribeTargetHealth for ASG-fed groups
+    assert sticky.serving and "g5.xlarge" in sticky.serving.reason
 
     random = _by_id(model.target_groups, ids["tg_random"])
     assert random.tags["llm-affinity:ignore"] == "ALB004+FLEET004"
     assert random.suppressions == [Suppression("ALB004", "canary group"), Suppression("FLEET004", "canary group")]
 
     nlb_tg = _by_id(model.target_groups, ids["tg_nlb"])
-    assert nlb_tg.protocol == "TCP" and nlb_tg.attributes["stickiness.type"] == "source_ip"
-    assert nlb_tg.target_count is UNKNOWN  # sticky: FLEET001 does not need its targets
+    assert nlb_tg.settings.protocol == "TCP" and nlb_tg.settings.sticky_type == "source_ip"
+    assert isinstance(nlb_tg.target_count, Unresolved)  # sticky: FLEET001 does not need its targets
     ip_tg = _by_id(model.target_groups, ids["tg_ip"])
     assert ip_tg.target_count == 2  # inference-tagged, not sticky, no ASG: targets counted
     assert result.coverage["operations"]["elasticloadbalancing:DescribeTargetHealth"] == 1
@@ -79,24 +80,24 @@ def test_model_fields_from_live_resources(account):
     assert listener.listener_id is None and listener.load_balancer_id == ids["alb"]
     assert listener.protocol == "HTTP"
     (fw,) = listener.forwards
-    assert fw.target_group_ids == [ids["tg_sticky"], ids["tg_app"]]
-    assert fw.weighted is True and fw.group_stickiness is False and fw.group_stickiness_duration is ABSENT
+    assert fw.target_group_ids == (ids["tg_sticky"], ids["tg_app"])
+    assert fw.weighted is True and fw.group_stickiness is False and fw.group_stickiness_duration is None
 
     rule = _by_id(model.listeners, ids["rule"])
     assert rule.listener_id == ids["listener"] and rule.load_balancer_id == ids["alb"]
     assert rule.location.resource_type == "AWS::ElasticLoadBalancingV2::ListenerRule"
     (fw,) = rule.forwards
-    assert fw.group_stickiness is True and fw.group_stickiness_duration is ABSENT
+    assert fw.group_stickiness is True and fw.group_stickiness_duration is None
     # the default rule repeats the listener's default action: not modelled twice
     assert sum(1 for ls in model.listeners if ls.listener_id == ids["listener"]) == 1
 
     plain = _by_id(model.listeners, ids["listener_plain"])
-    assert plain.forwards[0].weighted is False and plain.forwards[0].group_stickiness is ABSENT
+    assert plain.forwards[0].weighted is False and plain.forwards[0].group_stickiness is None
 
     fleet = _by_id(model.fleets, ids["asg"])
     assert (fleet.min_size, fleet.max_size, fleet.desired) == (0, 4, 0)
     assert set(fleet.target_group_ids) == {ids["tg_sticky"], ids["tg_app"], ids["tg_random"], ids["tg_plain"]}
-    assert fleet.launch.instance_types == ["g5.xlarge"]
+    assert fleet.launch.instance_types == [Candidate("g5.xlarge")]
     assert "--no-enable-prefix-caching" in fleet.launch.user_data
     assert fleet.launch.source_id.endswith(f":launch-template/{ids['lt']}")
     assert (fleet.health_check_type, fleet.health_check_grace_period) == ("EC2", 60)
@@ -104,8 +105,8 @@ def test_model_fields_from_live_resources(account):
     assert fleet.location.resource_type == "AWS::AutoScaling::AutoScalingGroup"
 
     cpu = _by_id(model.fleets, ids["asg_cpu"])
-    assert cpu.launch.instance_types == ["t3.micro"] and cpu.launch.user_data == "#!/bin/bash\necho hello\n"
-    assert cpu.inference_reason is None
+    assert cpu.launch.instance_types == [Candidate("t3.micro")] and cpu.launch.user_data == "#!/bin/bash\necho hello\n"
+    assert cpu.serving is None
 
     engines = {e.id: e for e in model.engines}
     lt_engine = engines[fleet.launch.source_id]
@@ -140,18 +141,18 @@ def test_launch_template_version_resolution(account):
     }
     (model,) = _collect().models
     fleets = {k: _by_id(model.fleets, v) for k, v in arns.items()}
-    assert fleets["default"].launch.instance_types == ["t3.large"]
+    assert fleets["default"].launch.instance_types == [Candidate("t3.large")]
     assert fleets["default"].launch.user_data == "#!/bin/bash\necho v1\n"
-    assert fleets["default"].inference_reason is None
+    assert fleets["default"].serving is None
     # $Latest = version 3: attribute-based selection asking for GPUs, no user data
     assert fleets["latest"].launch.instance_types == [] and fleets["latest"].launch.accelerators is True
-    assert fleets["latest"].launch.user_data is ABSENT
-    assert fleets["latest"].inference_reason == "attribute-based instance selection asks for accelerators"
+    assert fleets["latest"].launch.user_data is None
+    assert launch_evidence(fleets["latest"].launch)[0].reason == "attribute-based instance selection asks for accelerators"
     # version 2: gzip-compressed user data is inflated
-    assert fleets["two"].launch.instance_types == ["g6.xlarge"]
+    assert fleets["two"].launch.instance_types == [Candidate("g6.xlarge")]
     assert fleets["two"].launch.user_data == "vllm serve m --no-enable-prefix-caching"
     # mixed instances: the overrides are what is launched
-    assert fleets["mixed"].launch.instance_types == ["p4d.24xlarge", "c7i.large"]
+    assert fleets["mixed"].launch.instance_types == [Candidate("p4d.24xlarge"), Candidate("c7i.large")]
     # one engine per template version actually used and carrying user data (v1, v2)
     assert sorted(e.variant for e in model.engines) == ["version 1", "version 2"]
     # one DescribeLaunchTemplateVersions call for the template (all used versions at once)
@@ -177,7 +178,7 @@ def test_every_live_fireable_rule_fires(account):
     # every rule that exists and is not listed as impossible in moto is exercised
     from llm_affinity.checks.rules import all_rules
 
-    fired = {rid for rid, _ in F.EXPECTED_BAD} | {"GW004"}  # GW004: test below
+    fired = {rid for rid, _ in F.EXPECTED_BAD} | {"GW004", "ALB011"}  # GW004: below; ALB011: test_normalize.py
     assert {r.id for r in all_rules()} - fired == F.NOT_LIVE_FIREABLE
     assert report.unknown == []
     # the CPU fleet is not inference: nothing on it
@@ -283,15 +284,15 @@ def test_ignore_tag_separators(raw, ids):
 
 def test_unknown_attributes_never_fall_back_to_defaults():
     tg = B.build_target_group({"TargetGroupArn": "arn:tg", "Protocol": "HTTP"}, B.UnknownAttributes(), {}, "r")
-    assert tg.attr("stickiness.enabled") is UNKNOWN
-    assert tg.attr("load_balancing.cross_zone.enabled") is UNKNOWN
-    assert "anything" in tg.attributes and tg.attributes.get("x") is UNKNOWN
+    assert isinstance(tg.settings.sticky, Unresolved)
+    assert isinstance(tg.settings.cross_zone, Unresolved)
+    assert isinstance(tg.settings.deregistration_delay, Unresolved)
 
 
 def test_forward_shapes():
     simple = B.forwards_from_actions([{"Type": "forward", "TargetGroupArn": "a", "ForwardConfig": {
         "TargetGroups": [{"TargetGroupArn": "a", "Weight": 1}], "TargetGroupStickinessConfig": {"Enabled": False}}}])
-    assert simple[0].weighted is False and simple[0].target_group_ids == ["a"]
+    assert simple[0].weighted is False and simple[0].target_group_ids == ("a",)
     assert simple[0].group_stickiness is False
     weighted = B.forwards_from_actions([{"Type": "authenticate-oidc"}, {"Type": "forward", "ForwardConfig": {
         "TargetGroups": [{"TargetGroupArn": "a"}, {"TargetGroupArn": "b"}],
@@ -302,19 +303,20 @@ def test_forward_shapes():
 
 
 def test_user_data_decoding():
-    assert B.decode_user_data(None) is ABSENT and B.decode_user_data("") is ABSENT
+    assert B.decode_user_data(None) is None and B.decode_user_data("") is None
     assert B.decode_user_data(base64.b64encode(b"vllm serve x").decode()) == "vllm serve x"
     assert B.decode_user_data(base64.b64encode(gzip.compress(b"gz")).decode()) == "gz"
 
 
 def test_gateway_without_detail_is_unknown_not_absent():
     gw = B.build_gateway({"gatewayId": "g", "authorizerType": "NONE"}, None, {}, "us-east-1", "arn:g")
-    assert gw.sessions_enabled is UNKNOWN and gw.session_timeout is UNKNOWN and gw.authorizer_type == "NONE"
+    assert isinstance(gw.sessions_enabled, Unresolved) and isinstance(gw.session_timeout, Unresolved)
+    assert gw.authorizer_type == "NONE"
     off = B.build_gateway({}, {"authorizerType": "AWS_IAM", "protocolConfiguration": {"mcp": {}}}, {}, "r", "arn:g")
-    assert off.sessions_enabled is False and off.session_timeout is ABSENT
+    assert off.sessions_enabled is False and off.session_timeout == 3600
     default = B.build_gateway({}, {"authorizerType": "AWS_IAM",
                                    "protocolConfiguration": {"mcp": {"sessionConfiguration": {}}}}, {}, "r", "arn:g")
-    assert default.sessions_enabled is True and default.session_timeout is ABSENT
+    assert default.sessions_enabled is True and default.session_timeout == 3600  # the API default
 
 
 def test_alarm_watches_metric_math():

@@ -198,7 +198,7 @@ def test_user_data_vllm_detected_through_base64_sub_and_join(write):
               LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: "1"}
         """))
     model = load_paths([path]).models[0]
-    assert model.fleets[0].inference_reason == "user data starts vLLM"
+    assert model.fleets[0].serving.reason == "user data starts vLLM"
     assert model.target_groups[0].inference
     assert _ids(lint_paths([path]), "FLEET001")
 
@@ -223,13 +223,14 @@ def test_mixed_instances_overrides_make_a_gpu_fleet(write):
             Properties:
               MinSize: 1
               MaxSize: 2
+              TargetGroupARNs: [arn:aws:elasticloadbalancing:us-east-1:1:targetgroup/x/1]
               MixedInstancesPolicy:
                 LaunchTemplate:
                   LaunchTemplateSpecification: {LaunchTemplateId: !Ref Lt, Version: "1"}
                   Overrides: [{InstanceType: m7i.large}, {InstanceType: g6.xlarge}]
         """))
     fleet = load_paths([path]).models[0].fleets[0]
-    assert fleet.inference_reason == "accelerator instance type g6.xlarge"
+    assert fleet.serving.reason == "accelerator instance type g6.xlarge"
 
 
 def test_cdk_out_with_nested_assembly_and_nested_stack():

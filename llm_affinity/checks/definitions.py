@@ -43,3 +43,27 @@ def is_accelerated_instance_type(instance_type: Any) -> bool:
 def starts_inference_server(text: Any) -> bool:
     """True when user data, a container image or a command starts vLLM, SGLang or TGI."""
     return isinstance(text, str) and bool(INFERENCE_SERVER.search(text))
+
+
+_SERVER_NAMES = (
+    ("vLLM", re.compile(r"vllm", re.IGNORECASE)),
+    ("SGLang", re.compile(r"sglang", re.IGNORECASE)),
+    ("TGI", re.compile(r"text-generation", re.IGNORECASE)),
+)
+
+
+def inference_server_name(text: Any) -> str | None:
+    """``"vLLM"``, ``"SGLang"`` or ``"TGI"`` when ``text`` starts one of them, else ``None``."""
+    if not isinstance(text, str):
+        return None
+    match = INFERENCE_SERVER.search(text)
+    if match is None:
+        return None
+    for name, pattern in _SERVER_NAMES:
+        if pattern.search(match.group(0)):
+            return name
+    return "an inference server"  # pragma: no cover - every alternative names one of the three
+
+
+#: ECS ``ResourceRequirements`` type that reserves GPUs for a container.
+ECS_GPU_REQUIREMENT = "GPU"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from .model import Model, ModelError, Resource, scenario_label
-from .rules import SEVERITY_RANK, Hit, Rule, Unknown, all_rules
+from .rules import SEVERITIES, SEVERITY_RANK, Hit, Rule, Settings, Unknown, all_rules
 
 
 @dataclass(frozen=True)
@@ -63,9 +63,11 @@ class Report:
     inputs: list[str] = field(default_factory=list)
     resources_checked: int = 0
     extra_coverage: dict[str, Any] = field(default_factory=dict)
+    #: The rules that ran (an --ignore'd rule is not among them): SARIF and JUnit list these.
+    rules: list[Rule] = field(default_factory=all_rules)
 
     def summary(self) -> dict[str, int]:
-        out = {"error": 0, "warning": 0, "info": 0}
+        out = {severity: 0 for severity in SEVERITIES}
         for f in self.findings:
             out[f.severity] += 1
         return out
@@ -76,12 +78,14 @@ def select_rules(ignore: Iterable[str] = ()) -> list[Rule]:
     return [r for r in all_rules() if r.id not in skip]
 
 
-def evaluate(models: Sequence[Model], rules: Sequence[Rule] | None = None) -> Report:
-    """Run ``rules`` (default: all) over every model."""
+def evaluate(models: Sequence[Model], rules: Sequence[Rule] | None = None,
+             settings: Settings | None = None) -> Report:
+    """Run ``rules`` (default: all) over every model, with ``settings`` (default thresholds)."""
     rules = list(rules) if rules is not None else all_rules()
-    report = Report()
+    report = Report(rules=rules)
     seen: set[tuple] = set()
     for model in models:
+        model.settings = settings or Settings()
         report.resources_checked += model.resources_checked
         for rule in rules:
             hits: dict[tuple, list[Hit]] = {}
@@ -92,6 +96,8 @@ def evaluate(models: Sequence[Model], rules: Sequence[Rule] | None = None) -> Re
                         seen.add(u.key())
                         report.unknown.append(u)
                     continue
+                if result.when:
+                    result = Hit(result.resource, f"{result.message} (when {result.when})")
                 loc = result.resource.location
                 hits.setdefault((loc.resource_type, loc.resource_id, result.message), []).append(result)
             for group in hits.values():

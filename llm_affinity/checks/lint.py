@@ -8,20 +8,21 @@ from typing import Iterable, Sequence
 
 from .engine import Report, evaluate, select_rules
 from .model import ModelError
-from .rules import Rule
+from .rules import Rule, Settings
 from .sources.inputs import load_paths, unexpected
 
 TOO_LARGE = "too large to resolve"
 
 
-def lint_paths(paths: Iterable[str], ignore: Iterable[str] = (), rules: Sequence[Rule] | None = None) -> Report:
+def lint_paths(paths: Iterable[str], ignore: Iterable[str] = (), rules: Sequence[Rule] | None = None,
+               settings: Settings | None = None) -> Report:
     """Lint every path; unreadable inputs are reported in ``errors`` and the rest still checked."""
     loaded = load_paths(paths)
     chosen = list(rules) if rules is not None else select_rules(ignore)
     try:
-        report = evaluate(loaded.models, chosen)
+        report = evaluate(loaded.models, chosen, settings)
     except (Exception, RecursionError, MemoryError):
-        report = _evaluate_each(loaded.models, chosen, loaded.errors, loaded.inputs)
+        report = _evaluate_each(loaded.models, chosen, settings, loaded.errors, loaded.inputs)
     report.errors = loaded.errors
     report.inputs = loaded.inputs
     if loaded.too_large:
@@ -29,13 +30,13 @@ def lint_paths(paths: Iterable[str], ignore: Iterable[str] = (), rules: Sequence
     return report
 
 
-def _evaluate_each(models, rules, errors: list[ModelError], inputs: list[str]) -> Report:
+def _evaluate_each(models, rules, settings: Settings | None, errors: list[ModelError], inputs: list[str]) -> Report:
     """The rules over one model at a time, so a rule that fails on one template costs that
     template only (an error line naming it); the others are judged and reported as usual."""
-    merged = Report()
+    merged = Report(rules=list(rules))
     for model in models:
         try:
-            part = evaluate([model], rules)
+            part = evaluate([model], rules, settings)
         except RecursionError:
             message = "nesting too deep to check"
         except MemoryError:

@@ -2,30 +2,37 @@
 
 Sources (a CloudFormation template, a live account) build it; rules only read it. Plain
 dataclasses, no SDK types, so one rule runs unchanged on a template, an account or inside
-``cdk synth``.
+``cdk synth``. docs/model.md describes it.
 
 Values
 ------
-A field holds a plain Python value, :data:`UNKNOWN` (an intrinsic function, a parameter with no
-default, an attribute an API did not return) or a :class:`Choice` of alternatives (both branches
-of ``Fn::If``, every allowed value of a parameter). :func:`options` flattens any of them into a
-list of :class:`Alt`, so a rule can say *which* branch is wrong. Rules never guess: an UNKNOWN
-value they need becomes an "unknown" entry, never a finding.
+Every setting a rule reads is an *effective* typed value (the AWS default applied where the
+setting is absent) or one of two markers:
 
-Defaults that AWS applies when an attribute is absent (shared/aws-facts.md) are applied here
-(:meth:`TargetGroup.attr`, :meth:`LoadBalancer.attr`), so rules see effective values.
+* :class:`Unresolved` (``Unknown(why)`` in the docs): the value cannot be known here — an
+  intrinsic function, a parameter without default, attributes an API refused to return.
+  Rules turn it into an "unknown" entry, never a finding.
+* :class:`Invalid`: the value was written but the API would reject it (``stickiness.enabled:
+  1``). The rule that owns the setting reports it; every other rule reads it as "not set".
+
+:mod:`.normalize` is the one place that turns CloudFormation-shaped properties into these
+values; both sources feed it.
+
+Sources resolve templates with the raw markers :data:`UNKNOWN` and :data:`ABSENT` (intrinsics
+module); those never reach a rule.
 """
 
 from __future__ import annotations
 
 import itertools
-import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
+
+from .definitions import IGNORE_TAG, ROLE_INFERENCE, ROLE_TAG, ROUTER_TAG  # noqa: F401  (re-exported)
 
 
 class _Unknown:
-    """A value that could not be resolved. Compare with ``is UNKNOWN``."""
+    """A template value that could not be resolved (intrinsics only). Compare with ``is``."""
 
     _instance: "_Unknown | None" = None
 
@@ -47,107 +54,49 @@ UNKNOWN: Any = _Unknown()
 ABSENT: Any = type("_Absent", (), {"__repr__": lambda self: "ABSENT"})()
 
 
+# --- typed values ----------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
-class Alt:
-    """One alternative of a value, with the reason it exists (``None`` when unconditional)."""
+class Unresolved:
+    """A value that cannot be known here. ``why`` explains it to a reader; two unresolved
+    values are equal whatever their reasons (an ``!ImportValue`` and an AccessDenied leave the
+    same hole)."""
+
+    why: str = field(default="unresolved", compare=False)
+
+    def __repr__(self) -> str:
+        return f"Unresolved({self.why!r})"
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A value the API would reject; ``raw`` is what was written."""
+
+    raw: Any
+    expected: str = field(default="", compare=False)
+
+    def __repr__(self) -> str:
+        return f"Invalid({self.raw!r})"
+
+    def __hash__(self) -> int:  # ``raw`` may be a list or a mapping
+        return hash(repr(self.raw))
+
+
+def is_unresolved(value: Any) -> bool:
+    return isinstance(value, Unresolved)
+
+
+def is_invalid(value: Any) -> bool:
+    return isinstance(value, Invalid)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One value a setting may take, and the branch it takes it in (``None``: always)."""
 
     value: Any
-    why: str | None = None
-
-
-@dataclass(frozen=True)
-class Choice:
-    """A value that is one of several alternatives (``Fn::If`` branches, allowed values)."""
-
-    alts: tuple[Alt, ...]
-
-
-def options(value: Any) -> list[Alt]:
-    """Every alternative of ``value`` (a plain value is its own single alternative)."""
-    if isinstance(value, Choice):
-        out: list[Alt] = []
-        for alt in value.alts:
-            for inner in options(alt.value):
-                out.append(Alt(inner.value, join_why(alt.why, inner.why)))
-        return out
-    return [Alt(value, None)]
-
-
-def join_why(*parts: str | None) -> str | None:
-    seen: list[str] = []
-    for part in parts:
-        if part and part not in seen:
-            seen.append(part)
-    return "; ".join(seen) if seen else None
-
-
-#: At most this many combinations are examined when a rule crosses several values.
-MAX_COMBINATIONS = 64
-
-
-def combos(*values: Any) -> Iterator[tuple[tuple[Any, ...], str | None]]:
-    """Cross product of the alternatives of several values, with a combined reason."""
-    lists = [options(v) for v in values]
-    for n, combo in enumerate(itertools.product(*lists)):
-        if n >= MAX_COMBINATIONS:
-            return
-        yield tuple(a.value for a in combo), join_why(*(a.why for a in combo))
-
-
-def is_known(value: Any) -> bool:
-    return value is not UNKNOWN
-
-
-# --- coercions: CloudFormation and the ELB API carry every attribute as a string ----------
-
-INVALID: Any = type("_Invalid", (), {"__repr__": lambda self: "INVALID"})()
-
-
-def as_bool(value: Any) -> Any:
-    """``True``/``False`` for booleans and their string forms; UNKNOWN stays UNKNOWN;
-    anything else is :data:`INVALID`."""
-    if value is UNKNOWN or value is ABSENT:
-        return value
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        low = value.strip().lower()
-        if low == "true":
-            return True
-        if low == "false":
-            return False
-    return INVALID
-
-
-_INT_RE = re.compile(r"^[+-]?\d+$")
-
-
-def as_int(value: Any) -> Any:
-    """An ``int`` for integers and integer strings; UNKNOWN stays UNKNOWN; else INVALID."""
-    if value is UNKNOWN or value is ABSENT:
-        return value
-    if isinstance(value, bool):
-        return INVALID
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else INVALID
-    if isinstance(value, str) and _INT_RE.match(value.strip()):
-        text = value.strip()
-        if len(text.lstrip("+-")) >= 4000:  # int() refuses such strings; it is out of every range
-            return float("-inf") if text.startswith("-") else float("inf")
-        return int(text)
-    return INVALID
-
-
-def as_str(value: Any) -> Any:
-    if value is UNKNOWN or value is ABSENT or isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    return INVALID
+    when: str | None = None
 
 
 # --- locations and suppressions --------------------------------------------------------------
@@ -196,7 +145,7 @@ class Resource:
     id: str
     location: Location
     variant: str | None = None
-    scenario: dict[str, Any] = field(default_factory=dict)
+    scenario: dict[Any, Any] = field(default_factory=dict)
     tags: dict[str, Any] = field(default_factory=dict)
     suppressions: list[Suppression] = field(default_factory=list)
 
@@ -204,164 +153,180 @@ class Resource:
     def type(self) -> str:
         return self.location.resource_type
 
+    def tag(self, key: str) -> str | None:
+        """A tag's text, stripped and lower-cased (``None`` when absent or unresolved)."""
+        value = self.tags.get(key)
+        return value.strip().lower() if isinstance(value, str) else None
 
-ALB_PROTOCOLS = {"HTTP", "HTTPS"}
-NLB_PROTOCOLS = {"TCP", "UDP", "TLS", "TCP_UDP", "QUIC", "TCP_QUIC"}
-GWLB_PROTOCOLS = {"GENEVE"}
+
+@dataclass(frozen=True)
+class Serving:
+    """Why a target group or compute serves inference, and in which branch (``None``: always)."""
+
+    reason: str
+    when: str | None = None
+
+
+@dataclass(frozen=True)
+class TargetGroupSettings:
+    """Effective settings of a target group (AWS defaults applied; see :mod:`.normalize`)."""
+
+    protocol: Any  # HTTP | HTTPS | TCP | TLS | UDP | TCP_UDP | GENEVE | QUIC | None (Lambda)
+    target_type: Any  # instance | ip | lambda | alb
+    family: Any  # alb | nlb | gwlb | None (Lambda)
+    sticky: Any  # bool  (stickiness.enabled)
+    sticky_type: Any  # lb_cookie | app_cookie | source_ip | source_ip_dest_ip | source_ip_dest_ip_proto
+    lb_cookie_duration: Any  # int seconds
+    app_cookie_duration: Any  # int seconds
+    cookie_name: Any  # str, or None when not set
+    cross_zone: Any  # "true" | "false" | "use_load_balancer_configuration"
+    algorithm: Any  # round_robin | least_outstanding_requests | weighted_random
+    anomaly_mitigation: Any  # "on" | "off"
+    deregistration_delay: Any  # int seconds
+
+    @property
+    def cookie_duration(self) -> Any:
+        """Seconds a cookie session is honoured: the duration of the effective cookie kind;
+        ``None`` for non-cookie stickiness."""
+        if self.sticky_type == "lb_cookie":
+            return self.lb_cookie_duration
+        if self.sticky_type == "app_cookie":
+            return self.app_cookie_duration
+        if isinstance(self.sticky_type, (Unresolved, Invalid)):
+            return self.sticky_type if isinstance(self.sticky_type, Unresolved) else None
+        return None
+
+
+@dataclass(frozen=True)
+class LoadBalancerSettings:
+    lb_type: Any  # application | network | gateway
+    scheme: Any  # internet-facing | internal
+    idle_timeout: Any  # int seconds (None: not an ALB setting)
+    access_logs: Any  # bool
+    cross_zone: Any  # bool
 
 
 @dataclass
 class LoadBalancer(Resource):
-    lb_type: Any = "application"  # application | network | gateway | UNKNOWN
-    scheme: Any = "internet-facing"  # internet-facing | internal | UNKNOWN
-    attributes: dict[str, Any] = field(default_factory=dict)
-    #: False when some attribute keys could not be read (an intrinsic in place of the list or
-    #: of a key): then an absent key is UNKNOWN, not the AWS default.
-    attributes_complete: bool = True
+    settings: LoadBalancerSettings | None = None
 
-    def attr(self, key: str) -> Any:
-        """Effective attribute value: what was set, else the AWS default, else UNKNOWN."""
-        if key in self.attributes:
-            return self.attributes[key]
-        if not self.attributes_complete:
-            return UNKNOWN
-        return _lb_default(self.lb_type, key)
-
-
-def _lb_default(lb_type: Any, key: str) -> Any:
-    if key == "load_balancing.cross_zone.enabled":
-        if lb_type == "application":
-            return "true"
-        if lb_type in ("network", "gateway"):
-            return "false"
-        return UNKNOWN
-    if key == "idle_timeout.timeout_seconds":
-        return "60" if lb_type == "application" else UNKNOWN
-    if key == "access_logs.s3.enabled":
-        return "false"
-    if key == "routing.http.drop_invalid_header_fields.enabled":
-        return "false"
-    return UNKNOWN
+    @property
+    def lb_type(self) -> Any:
+        return self.settings.lb_type if self.settings else Unresolved("no settings")
 
 
 @dataclass
 class TargetGroup(Resource):
-    protocol: Any = UNKNOWN  # HTTP | HTTPS | TCP | TLS | UDP | TCP_UDP | GENEVE | None (lambda)
-    target_type: Any = "instance"
-    attributes: dict[str, Any] = field(default_factory=dict)
-    attributes_complete: bool = True
-    target_count: Any = UNKNOWN  # registered targets listed on the group itself (int)
+    settings: TargetGroupSettings | None = None
+    target_count: Any = Unresolved("targets registered outside the template")  # int when known
+    target_ids: list[Any] = field(default_factory=list)  # Targets[].Id (logical ids, instance ids, IPs)
     load_balancer_ids: list[str] = field(default_factory=list)  # filled by Model.link()
-    inference_reason: str | None = None  # filled by Model.classify()
+    serving: Serving | None = None  # filled by serving.classify()
 
     @property
     def inference(self) -> bool:
-        return self.inference_reason is not None
+        return self.serving is not None
 
     @property
     def family(self) -> Any:
-        """``alb``, ``nlb``, ``gwlb`` by protocol, or UNKNOWN."""
-        protos = {a.value for a in options(self.protocol) if isinstance(a.value, str)}
-        if protos and protos <= ALB_PROTOCOLS:
-            return "alb"
-        if protos and protos <= NLB_PROTOCOLS:
-            return "nlb"
-        if protos and protos <= GWLB_PROTOCOLS:
-            return "gwlb"
-        return UNKNOWN
-
-    def attr(self, key: str) -> Any:
-        """Effective attribute value: what was set, else the AWS default, else UNKNOWN."""
-        if key in self.attributes:
-            return self.attributes[key]
-        if not self.attributes_complete:
-            return UNKNOWN
-        return _tg_default(self, key)
+        return self.settings.family if self.settings else Unresolved("no settings")
 
 
-def _tg_default(tg: TargetGroup, key: str) -> Any:
-    if key == "stickiness.enabled":
-        return "false"
-    if key == "stickiness.type":
-        fam = tg.family
-        return {"alb": "lb_cookie", "nlb": "source_ip"}.get(fam, UNKNOWN) if fam is not UNKNOWN else UNKNOWN
-    if key in ("stickiness.lb_cookie.duration_seconds", "stickiness.app_cookie.duration_seconds"):
-        return "86400"
-    if key == "stickiness.app_cookie.cookie_name":
-        return ABSENT
-    if key == "load_balancing.cross_zone.enabled":
-        return "use_load_balancer_configuration"
-    if key == "load_balancing.algorithm.type":
-        return "round_robin"
-    if key == "load_balancing.algorithm.anomaly_mitigation":
-        return "off"
-    if key == "deregistration_delay.timeout_seconds":
-        return "300"
-    return UNKNOWN
-
-
-@dataclass
+@dataclass(frozen=True)
 class Forward:
     """A forward action of a listener or listener rule."""
 
-    target_group_ids: list[Any]  # logical ids / ARNs, or UNKNOWN entries
-    group_stickiness: Any = ABSENT  # TargetGroupStickinessConfig.Enabled (bool-ish) or ABSENT
-    group_stickiness_duration: Any = ABSENT  # DurationSeconds or ABSENT
+    target_group_ids: tuple[Any, ...]  # logical ids / ARNs, or Unresolved entries
+    group_stickiness: Any = None  # TargetGroupStickinessConfig.Enabled: bool, None (not set)
+    group_stickiness_duration: Any = None  # DurationSeconds: int, None (not set)
     weighted: bool = False  # written as a ForwardConfig.TargetGroups list
+
+    @property
+    def distinct_groups(self) -> int:
+        known = {t for t in self.target_group_ids if not isinstance(t, Unresolved)}
+        return len(known) + sum(1 for t in self.target_group_ids if isinstance(t, Unresolved))
 
 
 @dataclass
 class Listener(Resource):
     """A listener or a listener rule (``listener_id`` set for rules)."""
 
-    load_balancer_id: Any = UNKNOWN
+    load_balancer_id: Any = Unresolved()
     listener_id: Any = None
-    protocol: Any = UNKNOWN
+    protocol: Any = Unresolved()
     forwards: list[Forward] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return "listener rule" if self.listener_id is not None else "listener"
 
 
 @dataclass
 class LaunchSpec:
-    """What an Auto Scaling group launches (launch template, configuration, overrides)."""
+    """What compute launches: instance types (each with its branch), user data, and whether
+    attribute-based selection asks for accelerators."""
 
-    instance_types: list[Any] = field(default_factory=list)
-    user_data: Any = ABSENT  # decoded text (unknown parts replaced by a placeholder), UNKNOWN or ABSENT
-    accelerators: bool = False  # attribute-based selection that asks for GPUs/accelerators
-    source_id: str | None = None
+    instance_types: list[Candidate] = field(default_factory=list)
+    user_data: Any = None  # decoded text, Unresolved, or None (none)
+    accelerators: Any = False  # bool or Unresolved
+    source_id: str | None = None  # the launch template / configuration judged as an EngineHost
 
 
 @dataclass
 class Fleet(Resource):
     """An Auto Scaling group with what it launches."""
 
-    min_size: Any = UNKNOWN
-    max_size: Any = UNKNOWN
-    desired: Any = UNKNOWN
+    min_size: Any = Unresolved()
+    max_size: Any = Unresolved()
+    desired: Any = None
     target_group_ids: list[Any] = field(default_factory=list)
+    classic_load_balancers: list[Any] = field(default_factory=list)  # LoadBalancerNames
     launch: LaunchSpec = field(default_factory=LaunchSpec)
     health_check_type: Any = "EC2"
     health_check_grace_period: Any = 0
     lifecycle_transitions: list[Any] = field(default_factory=list)
-    inference_reason: str | None = None  # filled by Model.classify()
+    serving: Serving | None = None  # filled by serving.classify()
 
     @property
     def inference(self) -> bool:
-        return self.inference_reason is not None
+        return self.serving is not None
+
+    @property
+    def attached(self) -> bool:
+        """Registered behind a load balancer (target groups or classic load balancers)."""
+        return bool(self.target_group_ids or self.classic_load_balancers)
 
 
 @dataclass
 class EngineHost(Resource):
-    """Anything that carries user data that may start vLLM: a launch template, a launch
-    configuration or an EC2 instance (FLEET003 reads it)."""
+    """Compute that carries user data: a launch template, a launch configuration or an EC2
+    instance (FLEET003 reads the user data; an instance in a target group's ``Targets`` is
+    judged as serving compute through ``launch``)."""
 
-    user_data: Any = ABSENT
+    user_data: Any = None
+    launch: LaunchSpec = field(default_factory=LaunchSpec)
+
+
+@dataclass
+class Service(Resource):
+    """An ECS service: the target groups it registers tasks in, what its tasks run, and the
+    Auto Scaling groups of its capacity providers."""
+
+    target_group_ids: list[Any] = field(default_factory=list)
+    task_definition: Any = None  # logical id / ARN
+    gpu: Any = False  # the task definition requests GPUs: bool or Unresolved
+    commands: list[str] = field(default_factory=list)  # images, commands, entry points
+    capacity_fleet_ids: list[Any] = field(default_factory=list)
+    desired: Any = None
+    max_count: Any = None  # Application Auto Scaling MaxCapacity, when found
+    serving: Serving | None = None
 
 
 @dataclass
 class McpGateway(Resource):
-    authorizer_type: Any = UNKNOWN
-    sessions_enabled: Any = False  # True when a session configuration is present
-    session_timeout: Any = ABSENT  # seconds; ABSENT means the API default (3600)
+    authorizer_type: Any = Unresolved()
+    sessions_enabled: Any = False  # bool or Unresolved
+    session_timeout: Any = 3600  # int seconds (the API default 3600 applied)
 
 
 GATEWAY_DEFAULT_SESSION_TIMEOUT = 3600
@@ -382,28 +347,6 @@ class ModelError:
     message: str
 
 
-# --- inference recognition -------------------------------------------------------------------
-
-ROLE_TAG = "llm-affinity:role"
-ROUTER_TAG = "llm-affinity:router"
-IGNORE_TAG = "llm-affinity:ignore"
-
-_ACCEL_FAMILY = re.compile(r"^(g\d|gr\d|p\d|inf\d|trn\d|dl\d)", re.IGNORECASE)
-_VLLM_START = re.compile(
-    r"vllm\s+serve\b|vllm/vllm-openai|vllm\.entrypoints|\bvllm-openai\b|python3?\s+-m\s+vllm",
-    re.IGNORECASE,
-)
-
-
-def is_accelerated_instance_type(instance_type: Any) -> bool:
-    """True for GPU / accelerator families (g*, p*, inf*, trn*, dl*)."""
-    return isinstance(instance_type, str) and bool(_ACCEL_FAMILY.match(instance_type.strip()))
-
-
-def starts_vllm(user_data: Any) -> bool:
-    return isinstance(user_data, str) and bool(_VLLM_START.search(user_data))
-
-
 # --- the model -------------------------------------------------------------------------------
 
 
@@ -417,6 +360,7 @@ class Model:
     target_groups: list[TargetGroup] = field(default_factory=list)
     fleets: list[Fleet] = field(default_factory=list)
     engines: list[EngineHost] = field(default_factory=list)
+    services: list[Service] = field(default_factory=list)
     gateways: list[McpGateway] = field(default_factory=list)
     alarms: list[Alarm] = field(default_factory=list)
     #: Whether alarms were actually read (False when e.g. CloudWatch was denied): FLEET005
@@ -426,6 +370,11 @@ class Model:
     #: that need them stay silent.
     unreadable: set[str] = field(default_factory=set)
     resources_checked: int = 0
+    #: Compute whose serving status could not be decided, with the value that was missing
+    #: (e.g. an Auto Scaling group whose InstanceType did not resolve); FLEET001 lists them.
+    serving_unknowns: list[tuple[Resource, str]] = field(default_factory=list)
+    #: Thresholds the run was asked for (see rules.base.Settings); set by the engine.
+    settings: Any = None
     _lookup: "_Index | None" = field(default=None, repr=False, compare=False)
 
     # -- lookups ---------------------------------------------------------------------------
@@ -433,7 +382,7 @@ class Model:
     def all_resources(self) -> Iterable[Resource]:
         return itertools.chain(
             self.load_balancers, self.listeners, self.target_groups, self.fleets,
-            self.engines, self.gateways, self.alarms,
+            self.engines, self.services, self.gateways, self.alarms,
         )
 
     def _index(self) -> "_Index":
@@ -448,6 +397,12 @@ class Model:
 
     def target_groups_by_id(self, tg_id: Any, like: Resource | None = None) -> list[TargetGroup]:
         return [tg for tg in self._index().by_id.get(("tg", tg_id), []) if compatible(tg, like)]
+
+    def fleets_by_id(self, fleet_id: Any, like: Resource | None = None) -> list[Fleet]:
+        return [f for f in self._index().by_id.get(("fleet", fleet_id), []) if compatible(f, like)]
+
+    def engines_by_id(self, engine_id: Any, like: Resource | None = None) -> list[EngineHost]:
+        return [e for e in self._index().by_id.get(("engine", engine_id), []) if compatible(e, like)]
 
     def load_balancers_for(self, tg: TargetGroup) -> list[LoadBalancer]:
         """Every (compatible variant of a) load balancer that forwards to ``tg``."""
@@ -469,10 +424,19 @@ class Model:
             return listener.load_balancer_id
         for parent in self.listener_by_id(listener.listener_id):
             return parent.load_balancer_id
-        return UNKNOWN
+        return Unresolved("listener outside this model")
 
     def fleets_for(self, tg: TargetGroup) -> list[Fleet]:
         return [f for f in self._index().fleets_by_tg.get(tg.id, []) if compatible(f, tg)]
+
+    def services_for(self, tg: TargetGroup) -> list[Service]:
+        return [s for s in self._index().services_by_tg.get(tg.id, []) if compatible(s, tg)]
+
+    def instances_for(self, tg: TargetGroup) -> list[EngineHost]:
+        out: list[EngineHost] = []
+        for target in tg.target_ids:
+            out += [e for e in self.engines_by_id(target, tg) if e.type == "AWS::EC2::Instance"]
+        return out
 
     def forwards_to(self, tg: TargetGroup) -> list[tuple[Listener, Forward]]:
         return [(ls, fw) for ls, fw in self._index().forwards_by_tg.get(tg.id, []) if compatible(ls, tg)]
@@ -483,8 +447,10 @@ class Model:
     # -- post-processing, called by sources once everything is loaded ---------------------
 
     def finish(self) -> "Model":
+        from .serving import classify  # the one definition of "serving inference"
+
         self.link()
-        self.classify()
+        classify(self)
         self.resources_checked = len({(r.type, r.id) for r in self.all_resources()})
         return self
 
@@ -495,33 +461,10 @@ class Model:
             ids = list(tg.load_balancer_ids)
             for ls, _ in self.forwards_to(tg):
                 lb_id = self.effective_lb_id(ls)
-                if lb_id is not UNKNOWN and lb_id not in ids:
+                if not isinstance(lb_id, Unresolved) and lb_id not in ids:
                     ids.append(lb_id)
             tg.load_balancer_ids = ids
         self._lookup = None  # load_balancer_ids changed
-
-    def classify(self) -> None:
-        """Mark inference fleets and target groups (DESIGN.md: tag, accelerator instance
-        family, or user data that starts vLLM)."""
-        tagged_tgs = {tg.id for tg in self.target_groups if _tag_is(tg, ROLE_TAG, "inference")}
-        for fleet in self.fleets:
-            reason = fleet_inference_reason(fleet)
-            if reason is None and _tag_is(fleet, ROLE_TAG, "inference"):
-                reason = "tagged llm-affinity:role=inference"
-            if reason is None:
-                for tg_id in fleet.target_group_ids:
-                    if tg_id in tagged_tgs:
-                        reason = f"registers into inference target group {tg_id}"
-                        break
-            fleet.inference_reason = reason
-        for tg in self.target_groups:
-            if tg.id in tagged_tgs:
-                tg.inference_reason = "tagged llm-affinity:role=inference"
-                continue
-            for fleet in self.fleets_for(tg):
-                if fleet.inference_reason:
-                    tg.inference_reason = f"targets of Auto Scaling group {fleet.id}: {fleet.inference_reason}"
-                    break
 
 
 class _Index:
@@ -529,7 +472,8 @@ class _Index:
 
     def __init__(self, model: Model):
         self.by_id: dict[tuple[str, Any], list[Any]] = {}
-        for kind, items in (("lb", model.load_balancers), ("tg", model.target_groups), ("listener", model.listeners)):
+        for kind, items in (("lb", model.load_balancers), ("tg", model.target_groups),
+                            ("listener", model.listeners), ("fleet", model.fleets), ("engine", model.engines)):
             for item in items:
                 self.by_id.setdefault((kind, item.id), []).append(item)
         self.forwards_by_tg: dict[Any, list[tuple[Listener, Forward]]] = {}
@@ -541,6 +485,10 @@ class _Index:
         for fleet in model.fleets:
             for tg_id in dict.fromkeys(fleet.target_group_ids):
                 self.fleets_by_tg.setdefault(tg_id, []).append(fleet)
+        self.services_by_tg: dict[Any, list[Service]] = {}
+        for service in model.services:
+            for tg_id in dict.fromkeys(service.target_group_ids):
+                self.services_by_tg.setdefault(tg_id, []).append(service)
         self.tgs_by_lb: dict[Any, list[TargetGroup]] = {}
         for tg in model.target_groups:
             for lb_id in dict.fromkeys(tg.load_balancer_ids):
@@ -567,28 +515,3 @@ def compatible(a: Resource | None, b: Resource | None) -> bool:
     if a is None or b is None or not a.scenario or not b.scenario:
         return True
     return all(b.scenario.get(k, v) == v for k, v in a.scenario.items())
-
-
-def _tag_is(resource: Resource, key: str, expected: str) -> bool:
-    value = resource.tags.get(key)
-    return any(isinstance(a.value, str) and a.value.strip().lower() == expected for a in options(value))
-
-
-def fleet_inference_reason(fleet: Fleet) -> str | None:
-    for itype in fleet.launch.instance_types:
-        for alt in options(itype):
-            if is_accelerated_instance_type(alt.value):
-                return f"accelerator instance type {alt.value}"
-    if fleet.launch.accelerators:
-        return "attribute-based instance selection asks for accelerators"
-    for alt in options(fleet.launch.user_data):
-        if starts_vllm(alt.value):
-            return "user data starts vLLM"
-    return None
-
-
-def tag_value(resource: Resource, key: str) -> str | None:
-    for alt in options(resource.tags.get(key)):
-        if isinstance(alt.value, str):
-            return alt.value
-    return None

@@ -24,22 +24,28 @@ import jsii
 from aws_cdk import (IPolicyValidationContext, IPolicyValidationPlugin, PolicyValidationPluginReport,
                      PolicyViolatingResource, PolicyViolation)
 
+from .. import __version__
 from .lint import lint_paths
-from .rules import SEVERITY_RANK
+from .rules import DEFAULT_MIN_COOKIE_DURATION, SEVERITY_RANK, Settings
+from .severity import FAIL_ON
 
 PLUGIN_NAME = "LlmAffinity"
-PLUGIN_VERSION = "0.1.0"
+PLUGIN_VERSION = __version__
 
 
 @jsii.implements(IPolicyValidationPlugin)
 class LlmAffinityChecks:
     """Runs the llm-affinity rules on the synthesized templates."""
 
-    def __init__(self, fail_on: str = "warning", ignore: tuple[str, ...] = ()) -> None:
-        if fail_on not in ("error", "warning", "info", "never"):
-            raise ValueError(f"LlmAffinityChecks: fail_on={fail_on!r}; allowed: error, warning, info, never")
+    def __init__(self, fail_on: str = "warning", ignore: tuple[str, ...] = (),
+                 min_cookie_duration: int = DEFAULT_MIN_COOKIE_DURATION) -> None:
+        if fail_on not in FAIL_ON:
+            raise ValueError(f"LlmAffinityChecks: fail_on={fail_on!r}; allowed: {', '.join(FAIL_ON)}")
+        if not isinstance(min_cookie_duration, int) or not 1 <= min_cookie_duration <= 604800:
+            raise ValueError(f"LlmAffinityChecks: min_cookie_duration={min_cookie_duration!r}; allowed: 1–604800 seconds")
         self._fail_on = fail_on
         self._ignore = tuple(ignore)
+        self._settings = Settings(min_cookie_duration=min_cookie_duration)
 
     @property
     def name(self) -> str:
@@ -56,7 +62,7 @@ class LlmAffinityChecks:
 
     def validate(self, context: IPolicyValidationContext) -> PolicyValidationPluginReport:
         paths = [os.path.abspath(p) for p in context.template_paths]
-        report = lint_paths(paths, ignore=self._ignore)
+        report = lint_paths(paths, ignore=self._ignore, settings=self._settings)
         threshold = None if self._fail_on == "never" else SEVERITY_RANK[self._fail_on]
 
         grouped: dict[str, list] = {}

@@ -17,12 +17,12 @@ from xml.etree import ElementTree as ET
 
 from .. import __version__
 from .engine import Finding, Report
-from .rules import Rule, all_rules
+from .rules import Rule
+from .severity import SARIF_LEVEL, SECURITY_SEVERITY
 
 TOOL_NAME = "llm-affinity"
 INFORMATION_URI = "https://github.com/llm-affinity/llm-affinity"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-_SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
 # --- escaping ------------------------------------------------------------------------------------
@@ -279,7 +279,7 @@ def _sarif_result(finding: Finding, index: dict[str, int], suppressed: bool) -> 
     result: dict[str, Any] = {
         "ruleId": finding.rule.id,
         "ruleIndex": index[finding.rule.id],
-        "level": _SARIF_LEVEL[finding.severity],
+        "level": SARIF_LEVEL[finding.severity],
         "message": {"text": finding.message},
         "locations": [location],
         "properties": {"resourceType": loc.resource_type, "region": loc.region},
@@ -290,7 +290,9 @@ def _sarif_result(finding: Finding, index: dict[str, int], suppressed: bool) -> 
 
 
 def to_sarif_dict(report: Report) -> dict[str, Any]:
-    rules = all_rules()
+    """SARIF 2.1.0: ``tool.driver.rules`` lists the rules that ran (an --ignore'd rule is not
+    there); each carries its layer and failure-mode code (FM1, API...) as tags."""
+    rules = list(report.rules)
     index = {r.id: i for i, r in enumerate(rules)}
     driver = {
         "name": TOOL_NAME,
@@ -305,10 +307,10 @@ def to_sarif_dict(report: Report) -> dict[str, Any]:
             "helpUri": r.docs,
             "help": {"text": f"{r.rationale}\nFix: {r.remediation}\n{r.docs}",
                      "markdown": f"{r.rationale}\n\n**Fix:** {r.remediation}\n\n[AWS documentation]({r.docs})"},
-            "defaultConfiguration": {"level": _SARIF_LEVEL[r.severity]},
-            "properties": {"tags": [r.layer, r.failure_mode.split(":")[0]], "layer": r.layer,
+            "defaultConfiguration": {"level": SARIF_LEVEL[r.severity]},
+            "properties": {"tags": [r.layer, r.failure_code], "layer": r.layer,
                            "failureMode": r.failure_mode,
-                           "security-severity": {"error": "7.0", "warning": "4.0", "info": "1.0"}[r.severity]},
+                           "security-severity": SECURITY_SEVERITY[r.severity]},
         } for r in rules],
     }
     results = [_sarif_result(f, index, False) for f in report.findings]
@@ -334,9 +336,10 @@ def render_sarif(report: Report) -> str:
 
 
 def render_junit(report: Report) -> str:
-    """One test suite per input (file or region): per rule, a passing test case, or one failing
-    case per finding. Unreadable inputs are test cases in error."""
-    rules = all_rules()
+    """One test suite per input (file or region): per rule that ran, a passing test case, or one
+    failing case per finding (an --ignore'd rule has no case). Unreadable inputs are test cases
+    in error."""
+    rules = list(report.rules)
     by_input: "OrderedDict[str, list[Finding]]" = OrderedDict((i, []) for i in report.inputs)
     for f in report.findings:
         loc = f.resource.location

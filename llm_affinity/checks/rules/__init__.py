@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .base import REGISTRY, SEVERITY_RANK, Hit, Rule, Unknown, rule  # noqa: F401
+from .base import (  # noqa: F401
+    DEFAULT_MIN_COOKIE_DURATION, REGISTRY, SEVERITIES, SEVERITY_RANK, Hit, Rule, Settings, Unknown, rule,
+)
 from . import alb, nlb, fleet, gateway, suppression  # noqa: F401  (registration side effect)
 
 

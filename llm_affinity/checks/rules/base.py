@@ -13,16 +13,60 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Union
 
 from ..model import Model, Resource
+from ..severity import SEVERITIES, SEVERITY_RANK  # noqa: F401  (re-exported)
 
-SEVERITIES = ("error", "warning", "info")
-SEVERITY_RANK = {"info": 1, "warning": 2, "error": 3}
-LAYERS = ("routing", "engine", "tool-session")
+#: ``meta`` is for rules about the tool's own input (SUP001: suppressions).
+LAYERS = ("routing", "engine", "tool-session", "meta")
+
+#: Failure-mode codes a rule's ``failure_mode`` starts with ("FM2: ..."): FM1–FM6 and AP1–AP5
+#: are the failure modes and anti-patterns of the reference chapter (RULES.md); API marks a
+#: configuration the API rejects; OPS, SLI, SEC and META cover operations, measurability,
+#: security and the tool's own input. SARIF carries the code as a tag.
+FAILURE_MODES = {
+    "FM1": "low KV hit rate after going multi-instance (turns scattered across instances)",
+    "FM2": "ALB stickiness on but not applied (cross-zone off)",
+    "FM3": "NLB stickiness breaks intermittently (NAT, proxies, mobile clients, zones)",
+    "FM4": "a prefix-aware router mistaken for session affinity",
+    "FM5": "gateway MCP sessions mistaken for inference affinity",
+    "FM6": "hot replica (sticky without load awareness)",
+    "AP1": "a prefix-aware router relied on instead of session affinity",
+    "AP2": "a Ray Serve router assumed to be a vLLM feature",
+    "AP3": "gateway MCP sessions assumed to pin inference",
+    "AP4": "autoscaling redistributes or cuts active sessions",
+    "AP5": "stickiness without load awareness",
+    "API": "the API rejects the configuration",
+    "OPS": "operations: requests cut or dead engines kept in service",
+    "SLI": "affinity cannot be measured",
+    "SEC": "security of sessions",
+    "META": "the tool's own input (suppressions)",
+}
+
+#: Default ALB011 threshold: the shortest AgentCore session timeout (900 s) — a turn may
+#: follow the previous one that much later and still belong to the same agent session.
+DEFAULT_MIN_COOKIE_DURATION = 900
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Thresholds a run may change (``--min-cookie-duration`` on lint/audit, the synth
+    plugin's ``min_cookie_duration``)."""
+
+    min_cookie_duration: int = DEFAULT_MIN_COOKIE_DURATION
+
+
+DEFAULT_SETTINGS = Settings()
+
+
+def settings_of(model: Model) -> Settings:
+    return model.settings if isinstance(model.settings, Settings) else DEFAULT_SETTINGS
 
 
 @dataclass(frozen=True)
 class Hit:
     resource: Resource
     message: str
+    #: The branch the finding holds in (``parameter InstanceType = 'p3.2xlarge'``), if any.
+    when: str | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +92,11 @@ class Rule:
     inference_only: bool
     check: CheckFn
 
+    @property
+    def failure_code(self) -> str:
+        """``FM2``, ``API``...: the code ``failure_mode`` starts with."""
+        return self.failure_mode.split(":", 1)[0].strip()
+
     def run(self, model: Model) -> Iterator[Result]:
         yield from self.check(model)
 
@@ -58,6 +107,7 @@ class Rule:
             "severity": self.severity,
             "layer": self.layer,
             "failure_mode": self.failure_mode,
+            "failure_code": self.failure_code,
             "inference_only": self.inference_only,
             "rationale": self.rationale,
             "remediation": self.remediation,
@@ -85,6 +135,8 @@ def rule(
         raise ValueError(f"{id}: severity {severity!r} not in {SEVERITIES}")
     if layer not in LAYERS:
         raise ValueError(f"{id}: layer {layer!r} not in {LAYERS}")
+    if failure_mode.split(":", 1)[0].strip() not in FAILURE_MODES or ":" not in failure_mode:
+        raise ValueError(f"{id}: failure_mode {failure_mode!r} must start with a code of {sorted(FAILURE_MODES)}")
 
     def register(fn: CheckFn) -> CheckFn:
         if id in REGISTRY:
@@ -94,8 +146,3 @@ def rule(
         return fn
 
     return register
-
-
-def suffix(why: str | None) -> str:
-    """Message suffix naming the branch/parameter value a finding depends on."""
-    return f" (when {why})" if why else ""

@@ -1,13 +1,13 @@
-"""Readings shared by several rules: effective stickiness of a target group and its duration.
-
-Each returns a plain value or UNKNOWN; INVALID values (the API would reject them) read as
-"not enabled", so no rule builds a finding on top of another rule's error."""
+"""Readings shared by several rules. Settings are already typed and effective (see
+:mod:`..normalize`): a rule only tells a value from :class:`Unresolved` (an "unknown" entry)
+and :class:`Invalid` (reported by the rule that owns the setting, read as "not set" by the
+others)."""
 
 from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ..model import ABSENT, INVALID, UNKNOWN, Model, TargetGroup, as_bool, as_int, as_str
+from ..model import Invalid, LoadBalancer, Model, TargetGroup, Unresolved
 
 MAX_STICKY_SECONDS = 604800  # 7 days, for cookie durations and group stickiness
 DOCS_ALB_STICKY = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/sticky-sessions.html"
@@ -18,39 +18,41 @@ DOCS_NLB_TG = "https://docs.aws.amazon.com/elasticloadbalancing/latest/network/e
 DOCS_NLB_CROSS_ZONE = "https://docs.aws.amazon.com/elasticloadbalancing/latest/network/target-group-cross-zone.html"
 
 
-def sticky(tg: TargetGroup) -> Any:
-    """True, False or UNKNOWN: is stickiness enabled on this target group?"""
-    value = as_bool(tg.attr("stickiness.enabled"))
-    if value is UNKNOWN:
-        return UNKNOWN
-    return value is True
+def unresolved(value: Any) -> bool:
+    return isinstance(value, Unresolved)
 
 
-def stickiness_type(tg: TargetGroup) -> Any:
-    value = as_str(tg.attr("stickiness.type"))
-    if value is INVALID or value is ABSENT:
-        return UNKNOWN
-    return value.strip().lower() if isinstance(value, str) else value
+def invalid(value: Any) -> bool:
+    return isinstance(value, Invalid)
 
 
-def sticky_duration(tg: TargetGroup) -> Any:
-    """Seconds the load balancer honours a cookie session (None for source-IP stickiness)."""
-    kind = stickiness_type(tg)
-    if kind is UNKNOWN:
-        return UNKNOWN
-    if kind not in ("lb_cookie", "app_cookie"):
-        return None
-    value = as_int(tg.attr(f"stickiness.{kind}.duration_seconds"))
-    return UNKNOWN if value is INVALID else value
+def rejected(key: str, value: Invalid) -> str:
+    """Message for a value the API would reject."""
+    expected = f" (expected {value.expected})" if value.expected else ""
+    return f"{key}={value.raw!r} is not a value the API accepts{expected}"
 
 
-def lower(value: Any) -> Any:
-    value = as_str(value)
-    return value.strip().lower() if isinstance(value, str) else value
-
-
-def inference_stickiness(model: Model) -> Iterator[tuple[TargetGroup, Any]]:
-    """Each inference target group with its stickiness: True, False or UNKNOWN."""
+def inference_target_groups(model: Model) -> Iterator[TargetGroup]:
     for tg in model.target_groups:
-        if tg.inference:
-            yield tg, sticky(tg)
+        if tg.serving is not None:
+            yield tg
+
+
+def when(tg: TargetGroup) -> str | None:
+    """The branch a target group serves inference in (``None``: always)."""
+    return tg.serving.when if tg.serving is not None else None
+
+
+def fronted_when(tgs: list[TargetGroup]) -> str | None:
+    """The branch a load balancer fronts inference in: ``None`` once one group always serves."""
+    whens = [when(tg) for tg in tgs]
+    return None if any(w is None for w in whens) else whens[0]
+
+
+def inference_albs(model: Model) -> Iterator[tuple[LoadBalancer, str | None]]:
+    for lb in model.load_balancers:
+        if lb.settings is None or lb.settings.lb_type != "application":
+            continue
+        fronted = [tg for tg in model.target_groups_behind(lb) if tg.inference]
+        if fronted:
+            yield lb, fronted_when(fronted)

@@ -1,21 +1,22 @@
-"""Engine and fleet (RULES.md FLEET001–FLEET008)."""
+"""Engine and fleet (RULES.md FLEET001–FLEET008).
+
+Fleet rules judge only compute that serves inference through a load balancer (see
+:mod:`..serving`): a GPU Auto Scaling group attached to nothing is not an inference fleet."""
 
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Any, Iterator
 
-from ..model import (
-    INVALID, ROUTER_TAG, UNKNOWN, Fleet, Model, Resource, as_int, options, tag_value,
-)
+from ..definitions import ROUTER_TAG
+from ..model import Fleet, Model, Resource, TargetGroup
 from .base import Hit, Result, Unknown, rule
-from .common import DOCS_ALB_STICKY, DOCS_ALB_TG, inference_stickiness, lower
+from .common import DOCS_ALB_STICKY, DOCS_ALB_TG, inference_target_groups, invalid, rejected, unresolved, when
 
 DOCS_VLLM_PREFIX = "https://docs.vllm.ai/en/latest/features/automatic_prefix_caching.html"
 DOCS_CW_ALARMS = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html"
 DOCS_LIFECYCLE = "https://docs.aws.amazon.com/autoscaling/ec2/userguide/lifecycle-hooks.html"
 DOCS_HEALTH = "https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-health-checks.html"
-DOCS_ASG_ELB = "https://docs.aws.amazon.com/autoscaling/ec2/userguide/attach-load-balancer-asg.html"
 
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 _PREFIX_CACHING_OFF = re.compile(
@@ -27,20 +28,18 @@ LOAD_ALARM_PATTERN = re.compile(r"num_requests_waiting|requests_waiting|queue|Re
                                 re.IGNORECASE)
 
 
-def _capacity(model: Model, tg) -> object:
-    """More than one instance possible? True/False/UNKNOWN."""
-    sizes = []
-    for fleet in model.fleets_for(tg):
-        sizes.append(as_int(fleet.max_size))
-    if any(isinstance(s, int) and s > 1 for s in sizes):
+def _capacity(model: Model, tg: TargetGroup) -> Any:
+    """Can the group hold more than one serving process? True, False or None (unknown)."""
+    sizes: list[Any] = [f.max_size for f in model.fleets_for(tg)]
+    for service in model.services_for(tg):
+        sizes += [service.desired, service.max_count]
+    known = [s for s in sizes if isinstance(s, int) and not isinstance(s, bool)]
+    if any(s > 1 for s in known) or (isinstance(tg.target_count, int) and tg.target_count > 1):
         return True
-    count = tg.target_count
-    if isinstance(count, int) and count > 1:
-        return True
-    if UNKNOWN in sizes or INVALID in sizes or (not sizes and not isinstance(count, int)):
-        return UNKNOWN
-    if not sizes and count in (0, 1):
-        return UNKNOWN if count == 0 else False  # no targets listed: registered elsewhere
+    if any(unresolved(s) for s in sizes) or (not sizes and not isinstance(tg.target_count, int)):
+        return None
+    if not sizes and tg.target_count == 0:
+        return None  # no targets listed: registered elsewhere
     return False
 
 
@@ -48,22 +47,29 @@ def _capacity(model: Model, tg) -> object:
     id="FLEET001", title="Multi-instance inference target group without stickiness", severity="warning",
     layer="routing", failure_mode="FM1: low KV hit rate after going multi-instance", inference_only=True,
     rationale="Round robin / least-outstanding-requests scatter a session's turns across instances; every "
-              "turn recomputes the accumulated prefix on an instance whose cache does not hold it.",
+              "turn recomputes the accumulated prefix on an instance whose cache does not hold it. A target "
+              "group serves inference when it is tagged llm-affinity:role=inference or its targets (Auto "
+              "Scaling groups, EC2 instances, ECS services) are accelerated or start vLLM, SGLang or TGI; "
+              "compute whose instance type could not be resolved is listed as unknown here.",
     remediation="Enable stickiness (lb_cookie or app_cookie on an ALB, source_ip on an NLB) on the inference target group.",
     docs=DOCS_ALB_STICKY,
 )
 def fleet001(model: Model) -> Iterator[Result]:
-    for tg, enabled in inference_stickiness(model):
-        if enabled is UNKNOWN:
+    for resource, value in model.serving_unknowns:
+        yield Unknown(resource, value)
+    for tg in inference_target_groups(model):
+        sticky = tg.settings.sticky
+        if unresolved(sticky):
             yield Unknown(tg, "stickiness.enabled")
             continue
-        if enabled:
+        if sticky is True:
             continue
         capacity = _capacity(model, tg)
-        if capacity is UNKNOWN:
-            yield Unknown(tg, "number of instances (Auto Scaling group MaxSize or targets)")
+        if capacity is None:
+            yield Unknown(tg, "number of instances (Auto Scaling group MaxSize, ECS DesiredCount or targets)")
         elif capacity:
-            yield Hit(tg, f"inference target group {tg.id} can hold several instances but stickiness is off")
+            yield Hit(tg, f"inference target group {tg.id} can hold several instances but stickiness is off "
+                          f"({tg.serving.reason})", when(tg))
 
 
 @rule(
@@ -75,38 +81,37 @@ def fleet001(model: Model) -> Iterator[Result]:
     docs=DOCS_ALB_STICKY,
 )
 def fleet002(model: Model) -> Iterator[Result]:
-    for tg, enabled in inference_stickiness(model):
-        if (tag_value(tg, ROUTER_TAG) or "").strip().lower() != "prefix-aware":
+    for tg in inference_target_groups(model):
+        if tg.tag(ROUTER_TAG) != "prefix-aware":
             continue
-        if enabled is UNKNOWN:
+        if unresolved(tg.settings.sticky):
             yield Unknown(tg, "stickiness.enabled")
-        elif not enabled:
-            yield Hit(tg, f"inference target group {tg.id} relies on a prefix-aware router with no stickiness")
+        elif tg.settings.sticky is not True:
+            yield Hit(tg, f"inference target group {tg.id} relies on a prefix-aware router with no stickiness", when(tg))
 
 
 @rule(
     id="FLEET003", title="vLLM started with prefix caching off", severity="error", layer="engine",
-    failure_mode="stickiness buys nothing without prefix caching", inference_only=True,
+    failure_mode="FM1: stickiness buys nothing without prefix caching", inference_only=True,
     rationale="Session affinity only pays off when the engine keeps and reuses the prefix's KV cache.",
     remediation="Remove --no-enable-prefix-caching (on by default in vLLM V1) or pass --enable-prefix-caching.",
     docs=DOCS_VLLM_PREFIX,
 )
 def fleet003(model: Model) -> Iterator[Result]:
     engine_ids = {e.id for e in model.engines}
-    hosts: list[tuple[Resource, object]] = [(e, e.user_data) for e in model.engines]
+    hosts: list[tuple[Resource, Any]] = [(e, e.user_data) for e in model.engines]
     hosts += [(f, f.launch.user_data) for f in model.fleets if f.launch.source_id not in engine_ids]
-    for host, user_data in hosts:
-        for alt in options(user_data):
-            if isinstance(alt.value, str) and _PREFIX_CACHING_OFF.search(alt.value):
-                yield Hit(host, f"{host.id} starts vLLM with prefix caching disabled")
-                break
+    hosts += [(s, "\n".join(s.commands)) for s in model.services]
+    for host, text in hosts:
+        if isinstance(text, str) and _PREFIX_CACHING_OFF.search(text):
+            yield Hit(host, f"{host.id} starts vLLM with prefix caching disabled")
 
 
 def _sticky_inference_tgs(model: Model):
-    """Inference target groups that are (or may be: UNKNOWN) sticky."""
-    for tg, enabled in inference_stickiness(model):
-        if enabled is not False:
-            yield tg, enabled
+    """Inference target groups that are (or may be: unresolved) sticky."""
+    for tg in inference_target_groups(model):
+        if tg.settings.sticky is True or unresolved(tg.settings.sticky):
+            yield tg
 
 
 @rule(
@@ -117,24 +122,23 @@ def _sticky_inference_tgs(model: Model):
     docs=DOCS_ALB_TG,
 )
 def fleet004(model: Model) -> Iterator[Result]:
-    for tg, state in _sticky_inference_tgs(model):
-        if tg.family is UNKNOWN and tg.protocol is not None:
+    for tg in _sticky_inference_tgs(model):
+        s = tg.settings
+        if unresolved(s.family):
             yield Unknown(tg, "Protocol")
             continue
-        if tg.family != "alb":
+        if s.family != "alb":
             continue
-        if state is UNKNOWN:
+        if unresolved(s.sticky):
             yield Unknown(tg, "stickiness.enabled")
-            continue
-        algorithm = lower(tg.attr("load_balancing.algorithm.type"))
-        if algorithm is UNKNOWN:
+        elif unresolved(s.algorithm):
             yield Unknown(tg, "load_balancing.algorithm.type")
-        elif algorithm == "round_robin":
-            yield Hit(tg, f"sticky inference target group {tg.id} uses round_robin")
+        elif s.algorithm == "round_robin":
+            yield Hit(tg, f"sticky inference target group {tg.id} uses round_robin", when(tg))
 
 
 def _inference_fleets(model: Model) -> list[Resource]:
-    """Fleets to watch: inference Auto Scaling groups, else inference target groups with none."""
+    """Fleets to watch: serving Auto Scaling groups, else serving target groups without one."""
     out: list[Resource] = [f for f in model.fleets if f.inference]
     covered = {tg_id for f in out for tg_id in f.target_group_ids}
     out += [tg for tg in model.target_groups if tg.inference and tg.id not in covered]
@@ -158,34 +162,39 @@ def fleet005(model: Model) -> Iterator[Result]:
         if not model.alarms_known:
             yield Unknown(resource, "CloudWatch alarms")
         else:
-            yield Hit(resource, f"no CloudWatch alarm watches queue depth or load imbalance of {resource.id}")
+            yield Hit(resource, f"no CloudWatch alarm watches queue depth or load imbalance of {resource.id}",
+                      resource.serving.when if resource.serving else None)
 
 
 @rule(
     id="FLEET006", title="Deregistration delay too short for in-flight generations", severity="warning",
-    layer="routing", failure_mode="AP-scale-in: autoscaling cuts active sessions", inference_only=True,
+    layer="routing", failure_mode="AP4: autoscaling cuts active sessions", inference_only=True,
     rationale="On scale-in the target drains for deregistration_delay.timeout_seconds; generations still "
-              "running after that are cut.",
+              "running after that are cut. A value the API rejects is reported here too.",
     remediation="Set deregistration_delay.timeout_seconds to at least 60 (longer than your longest generation).",
     docs=DOCS_ALB_TG,
 )
 def fleet006(model: Model) -> Iterator[Result]:
-    for tg, state in _sticky_inference_tgs(model):
-        if state is UNKNOWN:
+    for tg in _sticky_inference_tgs(model):
+        if unresolved(tg.settings.sticky):
             yield Unknown(tg, "stickiness.enabled")
             continue
-        delay = as_int(tg.attr("deregistration_delay.timeout_seconds"))
-        if delay is UNKNOWN:
+        delay = tg.settings.deregistration_delay
+        if unresolved(delay):
             yield Unknown(tg, "deregistration_delay.timeout_seconds")
-        elif delay is not INVALID and delay < 60:
-            yield Hit(tg, f"sticky inference target group {tg.id} has deregistration_delay.timeout_seconds={delay} (< 60)")
+        elif invalid(delay):
+            yield Hit(tg, rejected("deregistration_delay.timeout_seconds", delay))
+        elif delay < 60:
+            yield Hit(tg, f"sticky inference target group {tg.id} has deregistration_delay.timeout_seconds={delay} (< 60)",
+                      when(tg))
 
 
 @rule(
     id="FLEET007", title="No terminate lifecycle hook on the inference fleet", severity="info", layer="engine",
-    failure_mode="AP-scale-in: no chance to drain sessions", inference_only=True,
+    failure_mode="AP4: no chance to drain sessions", inference_only=True,
     rationale="Without an autoscaling:EC2_INSTANCE_TERMINATING hook an instance leaving the group cannot "
-              "drain its sessions or hand off their KV cache before it is terminated.",
+              "drain its sessions or hand off their KV cache before it is terminated. Judged only on Auto "
+              "Scaling groups that serve inference through a load balancer.",
     remediation="Add a lifecycle hook for autoscaling:EC2_INSTANCE_TERMINATING (with a heartbeat long enough to drain).",
     docs=DOCS_LIFECYCLE,
 )
@@ -196,36 +205,38 @@ def fleet007(model: Model) -> Iterator[Result]:
         transitions = [t.strip() if isinstance(t, str) else t for t in fleet.lifecycle_transitions]
         if TERMINATING in transitions:
             continue
-        if UNKNOWN in transitions:
+        if any(unresolved(t) for t in transitions):
             yield Unknown(fleet, "lifecycle hooks")
         else:
-            yield Hit(fleet, f"inference Auto Scaling group {fleet.id} has no {TERMINATING} lifecycle hook")
+            yield Hit(fleet, f"inference Auto Scaling group {fleet.id} has no {TERMINATING} lifecycle hook",
+                      fleet.serving.when)
 
 
 @rule(
     id="FLEET008", title="Inference fleet without ELB health checks or with a short grace period", severity="warning",
-    layer="engine", failure_mode="dead engine never replaced / instances killed while the model loads",
+    layer="engine", failure_mode="OPS: dead engine never replaced / instances killed while the model loads",
     inference_only=True,
     rationale="Without ELB health checks an instance whose engine is dead (/health returns 503) stays in "
-              "service; with a grace period under 300 s instances are replaced while the model still loads.",
+              "service; with a grace period under 300 s instances are replaced while the model still loads. "
+              "Judged only on Auto Scaling groups that serve inference through a load balancer.",
     remediation="Set HealthCheckType to ELB and HealthCheckGracePeriod to at least 300 s (longer for large models).",
     docs=DOCS_HEALTH,
 )
 def fleet008(model: Model) -> Iterator[Result]:
     for fleet in model.fleets:
-        if not fleet.inference:
-            continue
-        yield from _health(fleet)
+        if fleet.inference:
+            yield from _health(fleet)
 
 
 def _health(fleet: Fleet) -> Iterator[Result]:
     kind = fleet.health_check_type
-    if kind is UNKNOWN:
+    branch = fleet.serving.when if fleet.serving else None
+    if unresolved(kind):
         yield Unknown(fleet, "HealthCheckType")
-    elif isinstance(kind, str) and "ELB" not in {p.strip().upper() for p in kind.split(",")}:
-        yield Hit(fleet, f"inference Auto Scaling group {fleet.id} uses HealthCheckType={kind}, not ELB")
-    grace = as_int(fleet.health_check_grace_period)
-    if grace is UNKNOWN:
+    elif isinstance(kind, str) and "ELB" not in {p.strip() for p in kind.split(",")}:
+        yield Hit(fleet, f"inference Auto Scaling group {fleet.id} uses HealthCheckType={kind}, not ELB", branch)
+    grace = fleet.health_check_grace_period
+    if unresolved(grace):
         yield Unknown(fleet, "HealthCheckGracePeriod")
-    elif grace is not INVALID and grace < 300:
-        yield Hit(fleet, f"inference Auto Scaling group {fleet.id} has HealthCheckGracePeriod={grace} s (< 300)")
+    elif isinstance(grace, int) and grace < 300:
+        yield Hit(fleet, f"inference Auto Scaling group {fleet.id} has HealthCheckGracePeriod={grace} s (< 300)", branch)

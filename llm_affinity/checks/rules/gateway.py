@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..model import ABSENT, GATEWAY_DEFAULT_SESSION_TIMEOUT, INVALID, UNKNOWN, McpGateway, Model, as_int
+from ..model import McpGateway, Model
 from .base import Hit, Result, Unknown, rule
-from .common import inference_stickiness, sticky_duration
+from .common import inference_target_groups, unresolved, when
 
 DOCS_GW_SESSIONS = "https://docs.aws.amazon.com/bedrock-agentcore/latest/devguide/gateway-sessions.html"
 DOCS_GW_AUTH = "https://docs.aws.amazon.com/bedrock-agentcore/latest/devguide/gateway-inbound-auth.html"
@@ -17,21 +17,15 @@ DOCS_GW_AUTH = "https://docs.aws.amazon.com/bedrock-agentcore/latest/devguide/ga
 
 def _with_sessions(model: Model) -> Iterator[tuple[McpGateway, bool | None]]:
     for gw in model.gateways:
-        if gw.sessions_enabled is UNKNOWN:
+        if unresolved(gw.sessions_enabled):
             yield gw, None
         elif gw.sessions_enabled is True:
             yield gw, True
 
 
-def _timeout(gw: McpGateway):
-    if gw.session_timeout is ABSENT:
-        return GATEWAY_DEFAULT_SESSION_TIMEOUT
-    return as_int(gw.session_timeout)
-
-
 @rule(
     id="GW001", title="MCP session timeout outside 900–28800 s", severity="error", layer="tool-session",
-    failure_mode="API rejects the configuration",
+    failure_mode="API: the API rejects the configuration",
     rationale="SessionTimeoutInSeconds must be 900 (15 min) to 28800 (8 h); the default is 3600.",
     remediation="Set SessionTimeoutInSeconds to an integer between 900 and 28800.",
     docs=DOCS_GW_SESSIONS,
@@ -41,20 +35,18 @@ def gw001(model: Model) -> Iterator[Result]:
         if state is None:
             yield Unknown(gw, "ProtocolConfiguration.Mcp.SessionConfiguration")
             continue
-        if gw.session_timeout is ABSENT:
-            continue
-        value = as_int(gw.session_timeout)
-        if value is UNKNOWN:
+        value = gw.session_timeout
+        if unresolved(value):
             yield Unknown(gw, "SessionTimeoutInSeconds")
-        elif value is INVALID:
-            yield Hit(gw, f"gateway {gw.id} SessionTimeoutInSeconds={gw.session_timeout!r} is not a whole number of seconds")
+        elif not isinstance(value, int):
+            yield Hit(gw, f"gateway {gw.id} SessionTimeoutInSeconds={value.raw!r} is not a whole number of seconds")
         elif not 900 <= value <= 28800:
             yield Hit(gw, f"gateway {gw.id} SessionTimeoutInSeconds={value} is outside 900–28800")
 
 
 @rule(
     id="GW002", title="MCP sessions on an unauthenticated gateway", severity="error", layer="tool-session",
-    failure_mode="FM5: session hijacking on a gateway without identity",
+    failure_mode="SEC: session hijacking on a gateway without identity",
     rationale="Sessions are bound to a verified identity only on authenticated gateways; with "
               "AuthorizerType NONE anyone holding an Mcp-Session-Id could use the session.",
     remediation="Use CUSTOM_JWT or AWS_IAM inbound authorization, or turn MCP sessions off.",
@@ -64,7 +56,7 @@ def gw002(model: Model) -> Iterator[Result]:
     for gw, state in _with_sessions(model):
         if state is None:
             continue
-        if gw.authorizer_type is UNKNOWN:
+        if unresolved(gw.authorizer_type):
             yield Unknown(gw, "AuthorizerType")
         elif gw.authorizer_type == "NONE":
             yield Hit(gw, f"gateway {gw.id} enables MCP sessions with AuthorizerType NONE")
@@ -82,11 +74,12 @@ def gw003(model: Model) -> Iterator[Result]:
     for gw, state in _with_sessions(model):
         if state is None:
             continue
-        for tg, enabled in inference_stickiness(model):
-            if enabled is UNKNOWN:
+        for tg in inference_target_groups(model):
+            if unresolved(tg.settings.sticky):
                 yield Unknown(tg, "stickiness.enabled")
-            elif not enabled:
-                yield Hit(gw, f"gateway {gw.id} has MCP sessions while inference target group {tg.id} has stickiness off")
+            elif tg.settings.sticky is not True:
+                yield Hit(gw, f"gateway {gw.id} has MCP sessions while inference target group {tg.id} has stickiness off",
+                          when(tg))
 
 
 @rule(
@@ -101,15 +94,15 @@ def gw004(model: Model) -> Iterator[Result]:
     for gw, state in _with_sessions(model):
         if state is None:
             continue
-        timeout = _timeout(gw)
-        if timeout is UNKNOWN or timeout is INVALID:
+        timeout = gw.session_timeout
+        if not isinstance(timeout, int):
             continue
-        for tg, enabled in inference_stickiness(model):
-            if enabled is not True:
+        for tg in inference_target_groups(model):
+            if tg.settings.sticky is not True:
                 continue
-            duration = sticky_duration(tg)
-            if duration is UNKNOWN:
+            duration = tg.settings.cookie_duration
+            if unresolved(duration):
                 yield Unknown(tg, "stickiness duration")
             elif isinstance(duration, int) and duration < timeout:
                 yield Hit(gw, f"inference target group {tg.id} keeps stickiness {duration} s, shorter than gateway "
-                              f"{gw.id} session timeout {timeout} s")
+                              f"{gw.id} session timeout {timeout} s", when(tg))

@@ -4,40 +4,40 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..model import UNKNOWN, Model, options
+from ..model import Model
 from .base import Hit, Result, Unknown, rule
-from .common import DOCS_NLB_CROSS_ZONE, DOCS_NLB_TG, inference_stickiness, lower, sticky, stickiness_type
+from .common import DOCS_NLB_CROSS_ZONE, DOCS_NLB_TG, inference_target_groups, invalid, rejected, unresolved, when
 
 
 @rule(
     id="NLB001", title="Stickiness on a TLS target group", severity="error", layer="routing",
-    failure_mode="API rejects the configuration",
+    failure_mode="API: the API rejects the configuration",
     rationale="AWS: 'Sticky sessions are not supported for TLS listeners that use TLS target groups.'",
     remediation="Use a TCP target group (TLS passthrough) for source-IP stickiness, or terminate TLS on an ALB with cookies.",
     docs=DOCS_NLB_TG,
 )
 def nlb001(model: Model) -> Iterator[Result]:
     for tg in model.target_groups:
-        protocols = {a.value for a in options(tg.protocol)}
-        if "TLS" not in protocols and UNKNOWN not in protocols:
+        s = tg.settings
+        if s.protocol != "TLS" and not unresolved(s.protocol):
             continue
-        enabled = sticky(tg)
-        if enabled is UNKNOWN:
+        if unresolved(s.sticky):
             yield Unknown(tg, "stickiness.enabled")
-        elif enabled:
-            if "TLS" in protocols:
+        elif s.sticky is True:
+            if s.protocol == "TLS":
                 yield Hit(tg, f"target group {tg.id} uses the TLS protocol with stickiness enabled")
             else:
                 yield Unknown(tg, "Protocol")
 
 
 def _sticky_source_ip_inference(model: Model):
-    for tg, enabled in inference_stickiness(model):
-        if tg.family != "nlb":
+    for tg in inference_target_groups(model):
+        s = tg.settings
+        if s.family != "nlb":
             continue
-        if enabled is UNKNOWN:
-            yield tg, UNKNOWN
-        elif enabled and stickiness_type(tg) == "source_ip":
+        if unresolved(s.sticky):
+            yield tg, None
+        elif s.sticky is True and s.sticky_type == "source_ip":
             yield tg, True
 
 
@@ -53,43 +53,48 @@ def _sticky_source_ip_inference(model: Model):
 )
 def nlb002(model: Model) -> Iterator[Result]:
     for tg, state in _sticky_source_ip_inference(model):
-        if state is UNKNOWN:
+        if state is None:
             yield Unknown(tg, "stickiness.enabled")
             continue
         for lb in model.load_balancers_for(tg):
-            scheme = lower(lb.scheme)
-            if scheme is UNKNOWN:
+            scheme = lb.settings.scheme
+            if unresolved(scheme):
                 yield Unknown(lb, "Scheme")
             elif scheme == "internet-facing":
-                yield Hit(tg, f"target group {tg.id} uses source_ip stickiness behind internet-facing load balancer {lb.id}")
+                yield Hit(tg, f"target group {tg.id} uses source_ip stickiness behind internet-facing load balancer {lb.id}",
+                          when(tg))
 
 
 @rule(
     id="NLB003", title="Source-IP stickiness with cross-zone effectively off", severity="warning", layer="routing",
     failure_mode="FM3: affinity lost when a client reaches another zone's node", inference_only=True,
     rationale="With cross-zone off (the NLB default) each node routes only to targets in its own zone; a "
-              "client whose DNS answer moves it to another zone's node cannot reach its old target.",
+              "client whose DNS answer moves it to another zone's node cannot reach its old target. A load "
+              "balancer load_balancing.cross_zone.enabled value the API rejects is reported here too.",
     remediation="Set load_balancing.cross_zone.enabled=true on the target group or the load balancer.",
     docs=DOCS_NLB_CROSS_ZONE,
 )
 def nlb003(model: Model) -> Iterator[Result]:
     for tg, state in _sticky_source_ip_inference(model):
-        if state is UNKNOWN:
+        if state is None:
             yield Unknown(tg, "stickiness.enabled")
             continue
-        setting = lower(tg.attr("load_balancing.cross_zone.enabled"))
-        if setting is UNKNOWN:
+        setting = tg.settings.cross_zone
+        if unresolved(setting):
             yield Unknown(tg, "load_balancing.cross_zone.enabled")
         elif setting == "false":
-            yield Hit(tg, f"target group {tg.id} uses source_ip stickiness with load_balancing.cross_zone.enabled=false")
+            yield Hit(tg, f"target group {tg.id} uses source_ip stickiness with load_balancing.cross_zone.enabled=false",
+                      when(tg))
         elif setting == "use_load_balancer_configuration":
             lbs = model.load_balancers_for(tg)
             if not lbs:
                 yield Unknown(tg, "load balancer load_balancing.cross_zone.enabled")
             for lb in lbs:
-                lb_setting = lower(lb.attr("load_balancing.cross_zone.enabled"))
-                if lb_setting is UNKNOWN:
+                lb_setting = lb.settings.cross_zone
+                if unresolved(lb_setting):
                     yield Unknown(lb, "load_balancing.cross_zone.enabled")
-                elif lb_setting == "false":
+                elif invalid(lb_setting):
+                    yield Hit(lb, rejected("load_balancing.cross_zone.enabled", lb_setting))
+                elif lb_setting is False:
                     yield Hit(tg, f"target group {tg.id} uses source_ip stickiness and inherits cross-zone off "
-                                  f"from load balancer {lb.id}")
+                                  f"from load balancer {lb.id}", when(tg))

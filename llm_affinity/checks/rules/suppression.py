@@ -9,8 +9,8 @@ from .base import Hit, Result, rule
 
 
 @rule(
-    id="SUP001", title="Suppression without a reason", severity="warning", layer="routing",
-    failure_mode="silenced findings nobody can review",
+    id="SUP001", title="Suppression without a reason", severity="warning", layer="meta",
+    failure_mode="META: silenced findings nobody can review",
     rationale="A suppression hides a failure mode; without a reason the next reader cannot tell a "
               "deliberate exception from a forgotten one.",
     remediation="Add a reason: Metadata llm-affinity.ignore [{id: RULE, reason: \"...\"}], or the tag "

@@ -761,7 +761,7 @@ def _read_all(audit: _Audit, regions, all_regions, default_region, progress, err
     by_region: dict[str, list] = {}
     for tg in model.target_groups:
         if (tg.id not in fed and B.tags_to_dict(tg.tags).get(ROLE_TAG, "").strip().lower() == "inference"
-                and str(tg.attr("stickiness.enabled")).strip().lower() == "false"):
+                and tg.settings.sticky is False):
             by_region.setdefault(tg.location.region, []).append(tg)
     for region, tgs in by_region.items():
         audit.count_targets(region, tgs, covs[f"{region}/elbv2"])

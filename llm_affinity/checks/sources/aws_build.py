@@ -1,24 +1,24 @@
-"""Pure functions that turn AWS API answers (plain dicts, as boto3 returns them) into model
-objects. No boto3 import, no I/O: the live source (:mod:`.aws`) fetches, this module shapes.
+"""Thin adapters from AWS API answers (plain dicts, as boto3 returns them) to model objects.
+No boto3 import, no I/O: the live source (:mod:`.aws`) fetches, this module reshapes each
+answer into CloudFormation-shaped properties and hands them to :mod:`..normalize` — the same
+functions the template source uses, so a resource gives the same settings from both sources.
 
-Every value the API did not return becomes :data:`UNKNOWN` (never a guess); attributes keep
-the API's strings exactly as returned, so the model's AWS defaults apply only to keys the API
-really omitted.
+An answer the API did not give becomes :class:`Unresolved` (never a guess): attributes that
+could not be read are passed as an unresolvable attribute list, exactly like a template's
+``TargetGroupAttributes: !ImportValue ...``.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import gzip
 import re
 from typing import Any, Iterable
 
+from .. import normalize as N
+from ..definitions import IGNORE_REASON_TAG, IGNORE_TAG
 from ..model import (
-    ABSENT,
-    IGNORE_TAG,
     UNKNOWN,
     Alarm,
+    Candidate,
     EngineHost,
     Fleet,
     Forward,
@@ -29,9 +29,8 @@ from ..model import (
     McpGateway,
     Suppression,
     TargetGroup,
+    Unresolved,
 )
-
-IGNORE_REASON_TAG = "llm-affinity:ignore-reason"
 
 T_LB = "AWS::ElasticLoadBalancingV2::LoadBalancer"
 T_TG = "AWS::ElasticLoadBalancingV2::TargetGroup"
@@ -44,24 +43,21 @@ T_GW = "AWS::BedrockAgentCore::Gateway"
 T_ALARM = "AWS::CloudWatch::Alarm"
 T_COMPOSITE = "AWS::CloudWatch::CompositeAlarm"
 
-ACCELERATOR_TYPES = {"gpu", "inference"}
-
 
 class UnknownAttributes(dict):
-    """Attributes that could not be read: every key is present and UNKNOWN, so the model's
-    AWS defaults never stand in for a value nobody looked at."""
-
-    def __contains__(self, key: object) -> bool:  # noqa: D401
-        return True
-
-    def __missing__(self, key: Any) -> Any:
-        return UNKNOWN
-
-    def get(self, key: Any, default: Any = None) -> Any:  # type: ignore[override]
-        return UNKNOWN
+    """Marker the live source returns for attributes it could not read; the adapters turn it
+    into an unresolvable attribute list (every setting Unresolved)."""
 
     def __repr__(self) -> str:
         return "UnknownAttributes()"
+
+
+def _attribute_list(attributes: dict) -> Any:
+    """API attributes (key → value) → the CloudFormation ``[{Key, Value}]`` list, or UNKNOWN
+    when they could not be read."""
+    if isinstance(attributes, UnknownAttributes):
+        return UNKNOWN
+    return [{"Key": k, "Value": v} for k, v in attributes.items()]
 
 
 # --- tags and suppressions -------------------------------------------------------------------
@@ -70,17 +66,9 @@ _SPLIT = re.compile(r"[\s,+/;]+")
 
 
 def tags_to_dict(tags: Iterable[dict] | dict | None) -> dict[str, str]:
-    """``[{"Key": k, "Value": v}]`` (ELB/ASG/EC2) or a plain map (AgentCore) → dict."""
-    if not tags:
-        return {}
-    if isinstance(tags, dict):
-        return {str(k): str(v) for k, v in tags.items()}
-    out: dict[str, str] = {}
-    for tag in tags:
-        key = tag.get("Key", tag.get("key"))
-        if key is not None:
-            out[str(key)] = str(tag.get("Value", tag.get("value", "")) or "")
-    return out
+    """``[{"Key": k, "Value": v}]`` (ELB/ASG/EC2) or a plain map (AgentCore) → dict (the
+    normalizer's reading, shared with templates)."""
+    return N.tags(tags if isinstance(tags, (list, dict)) else list(tags or ()))
 
 
 def suppressions_from_tags(tags: dict[str, Any]) -> list[Suppression]:
@@ -111,6 +99,7 @@ def _tagged(arn: str, rtype: str, region: str, tags: dict[str, Any]) -> dict[str
 
 
 def attrs_to_dict(attributes: Iterable[dict] | None) -> dict[str, Any]:
+    """``[{Key, Value}]`` from describe_*_attributes → key → value."""
     return {a["Key"]: a.get("Value", "") for a in attributes or () if "Key" in a}
 
 
@@ -127,73 +116,43 @@ def _dedupe(items: Iterable[Any]) -> list[Any]:
 
 def build_load_balancer(lb: dict, attributes: dict, tags: dict, region: str) -> LoadBalancer:
     arn = lb["LoadBalancerArn"]
-    return LoadBalancer(
-        **_tagged(arn, T_LB, region, tags),
-        lb_type=lb.get("Type", UNKNOWN),
-        scheme=lb.get("Scheme", UNKNOWN),
-        attributes=attributes,
-    )
+    props = {"Type": lb.get("Type", UNKNOWN), "Scheme": lb.get("Scheme", UNKNOWN),
+             "LoadBalancerAttributes": _attribute_list(attributes)}
+    return LoadBalancer(**_tagged(arn, T_LB, region, tags), settings=N.load_balancer(props))
 
 
 def build_target_group(tg: dict, attributes: dict, tags: dict, region: str) -> TargetGroup:
     arn = tg["TargetGroupArn"]
+    props: dict[str, Any] = {"TargetType": tg.get("TargetType", UNKNOWN),
+                             "TargetGroupAttributes": _attribute_list(attributes)}
     if "Protocol" in tg:
-        protocol = tg["Protocol"]
-    elif tg.get("TargetType") == "lambda":
-        protocol = None
-    else:
-        protocol = UNKNOWN
+        props["Protocol"] = tg["Protocol"]
     return TargetGroup(
         **_tagged(arn, T_TG, region, tags),
-        protocol=protocol,
-        target_type=tg.get("TargetType", UNKNOWN),
-        attributes=attributes,
+        settings=N.target_group(props),
         load_balancer_ids=_dedupe(tg.get("LoadBalancerArns") or []),
     )
 
 
 def forwards_from_actions(actions: Iterable[dict] | None) -> list[Forward]:
-    """Forward actions of a listener's DefaultActions or a rule's Actions.
-
-    ``weighted`` is True when the action is written as a ForwardConfig target-group list:
-    more than one group, or a ForwardConfig without the plain ``TargetGroupArn`` form (AWS
-    echoes a single-group ForwardConfig next to ``TargetGroupArn`` for a simple forward)."""
-    out: list[Forward] = []
-    for action in actions or ():
-        if action.get("Type") != "forward":
-            continue
-        config = action.get("ForwardConfig") or {}
-        groups = config.get("TargetGroups") or []
-        if groups:
-            ids = _dedupe(g.get("TargetGroupArn", UNKNOWN) for g in groups)
-            weighted = len(ids) > 1 or not action.get("TargetGroupArn")
-        else:
-            ids = [action["TargetGroupArn"]] if action.get("TargetGroupArn") else [UNKNOWN]
-            weighted = False
-        sticky = config.get("TargetGroupStickinessConfig")
-        if isinstance(sticky, dict):
-            enabled = sticky.get("Enabled", ABSENT)
-            duration = sticky.get("DurationSeconds", ABSENT)
-        else:
-            enabled = duration = ABSENT
-        out.append(Forward(target_group_ids=ids, group_stickiness=enabled,
-                           group_stickiness_duration=duration, weighted=weighted))
-    return out
+    """Forward actions of a listener's DefaultActions or a rule's Actions (the API's actions
+    have the CloudFormation shape already)."""
+    return N.forwards(list(actions or ()))
 
 
 def forward_needs_tags(forwards: list[Forward]) -> bool:
     """Only listeners/rules that a rule can judge (weighted or group-sticky forwards) need
     their tags read (suppressions); the rest are skipped to save calls."""
-    return any(f.weighted or f.group_stickiness is not ABSENT for f in forwards)
+    return any(f.weighted or f.group_stickiness is not None for f in forwards)
 
 
 def build_listener(listener: dict, tags: dict, region: str) -> Listener:
     arn = listener["ListenerArn"]
     return Listener(
         **_tagged(arn, T_LISTENER, region, tags),
-        load_balancer_id=listener.get("LoadBalancerArn", UNKNOWN),
+        load_balancer_id=listener.get("LoadBalancerArn", Unresolved("not returned")),
         listener_id=None,
-        protocol=listener.get("Protocol", UNKNOWN),
+        protocol=N.as_word(listener.get("Protocol", UNKNOWN), None, "Protocol", upper=True),
         forwards=forwards_from_actions(listener.get("DefaultActions")),
     )
 
@@ -202,9 +161,9 @@ def build_rule(rule: dict, parent: dict, tags: dict, region: str) -> Listener:
     arn = rule["RuleArn"]
     return Listener(
         **_tagged(arn, T_RULE, region, tags),
-        load_balancer_id=parent.get("LoadBalancerArn", UNKNOWN),
+        load_balancer_id=parent.get("LoadBalancerArn", Unresolved("not returned")),
         listener_id=parent["ListenerArn"],
-        protocol=parent.get("Protocol", UNKNOWN),
+        protocol=N.as_word(parent.get("Protocol", UNKNOWN), None, "Protocol", upper=True),
         forwards=forwards_from_actions(rule.get("Actions")),
     )
 
@@ -213,30 +172,16 @@ def build_rule(rule: dict, parent: dict, tags: dict, region: str) -> Listener:
 
 
 def decode_user_data(data: Any) -> Any:
-    """Base64 user data → text (gzip-compressed user data is inflated). ABSENT when empty."""
+    """Base64 user data → text (gzip-compressed user data is inflated); None when empty."""
     if data is None or data == "":
-        return ABSENT
+        return None
     if not isinstance(data, str):
-        return UNKNOWN
-    try:
-        raw = base64.b64decode(data, validate=False)
-    except (binascii.Error, ValueError):
-        return data  # not base64: keep the text as given
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError):
-            return UNKNOWN
-    return raw.decode("utf-8", errors="replace")
+        return Unresolved("user data not returned as text")
+    return N.decode_base64_user_data(data)
 
 
-def asks_for_accelerators(requirements: Any) -> bool:
-    if not isinstance(requirements, dict):
-        return False
-    if ACCELERATOR_TYPES & {str(t).lower() for t in requirements.get("AcceleratorTypes") or ()}:
-        return True
-    count = requirements.get("AcceleratorCount") or {}
-    return isinstance(count.get("Min"), int) and count["Min"] > 0
+def asks_for_accelerators(requirements: Any) -> Any:
+    return N.asks_for_accelerators(requirements)
 
 
 def template_spec(asg: dict) -> tuple[dict | None, list[dict]]:
@@ -261,6 +206,13 @@ def resolve_version(spec_version: Any, template: dict | None) -> Any:
     return value if isinstance(value, int) else UNKNOWN
 
 
+_NOT_READ = "launch template or configuration could not be read"
+
+
+def _types(*values: Any) -> list[Candidate]:
+    return [Candidate(v if isinstance(v, str) else Unresolved(_NOT_READ)) for v in values]
+
+
 def build_launch_spec(
     asg: dict,
     templates: dict[str, dict] | None,
@@ -272,31 +224,30 @@ def build_launch_spec(
     or the launch configuration's ARN: the ids of the matching :class:`EngineHost` objects, so
     FLEET003 judges the user data once. ``templates``: launch templates by id and by name (None: could
     not read them); ``versions``: ``(template id, version) → LaunchTemplateData`` (None: could
-    not read); ``configurations``: launch configurations by name (None: could not read)."""
+    not read); ``configurations``: launch configurations by name (None: could not read).
+    Overrides replace the launch template's instance type, as they do in AWS."""
     spec, overrides = template_spec(asg)
     if spec is not None:
         data, template_id = _template_data(spec, templates, versions)
-        types: list[Any] = []
-        accelerators = False
+        types: list[Candidate] = []
+        accelerators: Any = False
         for override in overrides:
             if override.get("InstanceType"):
-                types.append(override["InstanceType"])
+                types += _types(override["InstanceType"])
             elif override.get("LaunchTemplateSpecification"):
                 odata, _ = _template_data(override["LaunchTemplateSpecification"], templates, versions)
-                types.append(odata.get("InstanceType", UNKNOWN) if odata is not None else UNKNOWN)
-                if odata is not None and asks_for_accelerators(odata.get("InstanceRequirements")):
-                    accelerators = True
-            if asks_for_accelerators(override.get("InstanceRequirements")):
-                accelerators = True
+                types += _types(odata.get("InstanceType") if odata is not None else None)
+                if odata is not None:
+                    accelerators = _either(accelerators, asks_for_accelerators(odata.get("InstanceRequirements")))
+            accelerators = _either(accelerators, asks_for_accelerators(override.get("InstanceRequirements")))
         if data is None:
             if not types:
-                types = [UNKNOWN]
-            user_data = UNKNOWN
+                types = _types(None)
+            user_data: Any = Unresolved(_NOT_READ)
         else:
             if not types and data.get("InstanceType"):
-                types = [data["InstanceType"]]
-            if asks_for_accelerators(data.get("InstanceRequirements")):
-                accelerators = True
+                types = _types(data["InstanceType"])
+            accelerators = _either(accelerators, asks_for_accelerators(data.get("InstanceRequirements")))
             user_data = decode_user_data(data.get("UserData"))
         source = template_arn(template_id) if (template_arn and template_id and template_id.startswith("lt-")) else template_id
         return LaunchSpec(instance_types=_dedupe(types), user_data=user_data,
@@ -305,12 +256,17 @@ def build_launch_spec(
     if name:
         lc = (configurations or {}).get(name) if configurations is not None else None
         if lc is None:
-            return LaunchSpec(instance_types=[UNKNOWN], user_data=UNKNOWN, source_id=name)
-        types = [lc["InstanceType"]] if lc.get("InstanceType") else [UNKNOWN]
-        return LaunchSpec(instance_types=types, user_data=decode_user_data(lc.get("UserData")),
+            return LaunchSpec(instance_types=_types(None), user_data=Unresolved(_NOT_READ), source_id=name)
+        return LaunchSpec(instance_types=_types(lc.get("InstanceType")), user_data=decode_user_data(lc.get("UserData")),
                           source_id=lc.get("LaunchConfigurationARN") or name)
     # launched by something the API did not describe to us (e.g. a new launch mechanism)
-    return LaunchSpec(instance_types=[UNKNOWN], user_data=UNKNOWN, source_id=None)
+    return LaunchSpec(instance_types=_types(None), user_data=Unresolved(_NOT_READ), source_id=None)
+
+
+def _either(a: Any, b: Any) -> Any:
+    if a is True or b is True:
+        return True
+    return a if isinstance(a, Unresolved) else b
 
 
 def _template_data(spec: dict, templates, versions) -> tuple[dict | None, str | None]:
@@ -357,19 +313,19 @@ def build_fleet(asg: dict, launch: LaunchSpec, hooks: Any, region: str) -> Fleet
     arn = asg["AutoScalingGroupARN"]
     tags = tags_to_dict(asg.get("Tags"))
     if hooks is None:
-        transitions: list[Any] = [UNKNOWN]
+        transitions: list[Any] = [Unresolved("lifecycle hooks could not be read")]
     else:
-        transitions = [h.get("LifecycleTransition", UNKNOWN) for h in hooks]
+        transitions = [N.as_text(h.get("LifecycleTransition", UNKNOWN), "LifecycleTransition") for h in hooks]
+    props = {key: asg.get(key, UNKNOWN) for key in ("MinSize", "MaxSize", "HealthCheckType", "HealthCheckGracePeriod")}
+    if "DesiredCapacity" in asg:
+        props["DesiredCapacity"] = asg["DesiredCapacity"]
     return Fleet(
         **_tagged(arn, T_ASG, region, tags),
-        min_size=asg.get("MinSize", UNKNOWN),
-        max_size=asg.get("MaxSize", UNKNOWN),
-        desired=asg.get("DesiredCapacity", UNKNOWN),
         target_group_ids=_dedupe(asg.get("TargetGroupARNs") or []),
+        classic_load_balancers=_dedupe(asg.get("LoadBalancerNames") or []),
         launch=launch,
-        health_check_type=asg.get("HealthCheckType", UNKNOWN),
-        health_check_grace_period=asg.get("HealthCheckGracePeriod", UNKNOWN),
         lifecycle_transitions=transitions,
+        **N.fleet_numbers(props),
     )
 
 
@@ -379,19 +335,22 @@ def launch_template_arn(partition: str, region: str, account: str | None, templa
 
 def build_template_engine(template: dict, number: int, data: dict, region: str, arn: str) -> EngineHost | None:
     user_data = decode_user_data(data.get("UserData"))
-    if user_data is ABSENT:
+    if user_data is None:
         return None
     tags = tags_to_dict(template.get("Tags"))
+    launch = LaunchSpec(_types(data.get("InstanceType")) if data.get("InstanceType") else [], user_data,
+                        asks_for_accelerators(data.get("InstanceRequirements")), arn)
     return EngineHost(id=arn, location=loc(arn, T_LT, region), variant=f"version {number}",
-                      tags=tags, suppressions=suppressions_from_tags(tags), user_data=user_data)
+                      tags=tags, suppressions=suppressions_from_tags(tags), user_data=user_data, launch=launch)
 
 
 def build_configuration_engine(lc: dict, region: str) -> EngineHost | None:
     user_data = decode_user_data(lc.get("UserData"))
-    if user_data is ABSENT:
+    if user_data is None:
         return None
     arn = lc.get("LaunchConfigurationARN") or lc["LaunchConfigurationName"]
-    return EngineHost(id=arn, location=loc(arn, T_LC, region), user_data=user_data)
+    launch = LaunchSpec(_types(lc.get("InstanceType")), user_data, False, arn)
+    return EngineHost(id=arn, location=loc(arn, T_LC, region), user_data=user_data, launch=launch)
 
 
 # --- AgentCore Gateway -------------------------------------------------------------------------
@@ -401,20 +360,18 @@ def build_gateway(summary: dict, detail: dict | None, tags: dict, region: str, a
     """``detail``: the get_gateway answer, or None when it could not be read (session fields
     become UNKNOWN: list_gateways does not carry them)."""
     if detail is None:
-        return McpGateway(id=arn, location=loc(arn, T_GW, region), tags=tags,
-                          suppressions=suppressions_from_tags(tags),
-                          authorizer_type=summary.get("authorizerType", UNKNOWN),
-                          sessions_enabled=UNKNOWN, session_timeout=UNKNOWN)
-    mcp = (detail.get("protocolConfiguration") or {}).get("mcp") or {}
-    session = mcp.get("sessionConfiguration")
-    enabled = isinstance(session, dict)
-    timeout = session.get("sessionTimeoutInSeconds", ABSENT) if enabled else ABSENT
-    return McpGateway(
-        **_tagged(arn, T_GW, region, tags),
-        authorizer_type=detail.get("authorizerType", summary.get("authorizerType", UNKNOWN)),
-        sessions_enabled=enabled,
-        session_timeout=timeout,
-    )
+        props: dict[str, Any] = {"AuthorizerType": summary.get("authorizerType", UNKNOWN),
+                                 "ProtocolConfiguration": UNKNOWN}
+    else:
+        mcp = (detail.get("protocolConfiguration") or {}).get("mcp") or {}
+        session = mcp.get("sessionConfiguration")
+        props = {"AuthorizerType": detail.get("authorizerType", summary.get("authorizerType", UNKNOWN))}
+        if isinstance(session, dict):
+            config = {}
+            if "sessionTimeoutInSeconds" in session:
+                config["SessionTimeoutInSeconds"] = session["sessionTimeoutInSeconds"]
+            props["ProtocolConfiguration"] = {"Mcp": {"SessionConfiguration": config}}
+    return McpGateway(**_tagged(arn, T_GW, region, tags), **N.gateway(props))
 
 
 # --- CloudWatch ----------------------------------------------------------------------------
@@ -422,17 +379,7 @@ def build_gateway(summary: dict, detail: dict | None, tags: dict, region: str, a
 
 def alarm_watches(alarm: dict) -> list[str]:
     """Metric names, metric-math expressions, metric ids and labels an alarm watches."""
-    out: list[str] = []
-    if alarm.get("MetricName"):
-        out.append(alarm["MetricName"])
-    for query in alarm.get("Metrics") or ():
-        metric = ((query.get("MetricStat") or {}).get("Metric") or {})
-        for value in (metric.get("MetricName"), query.get("Expression"), query.get("Id"), query.get("Label")):
-            if value:
-                out.append(str(value))
-    if alarm.get("AlarmRule"):
-        out.append(alarm["AlarmRule"])
-    return _dedupe(out)
+    return N.alarm_watches(alarm)
 
 
 def build_alarm(alarm: dict, region: str, composite: bool = False) -> Alarm:

@@ -7,13 +7,16 @@ Reading files, folders and CDK cloud assemblies is :mod:`.inputs`' job; ``load_p
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any
 
+from .. import normalize as N
+from ..definitions import METADATA_KEY
 from ..model import (
-    ABSENT, UNKNOWN, Alarm, EngineHost, Fleet, Forward, LaunchSpec, Listener, LoadBalancer,
-    Location, McpGateway, Model, Resource, Suppression, TargetGroup, scenario_label,
+    ABSENT, UNKNOWN, Alarm, Candidate, EngineHost, Fleet, LaunchSpec, Listener, LoadBalancer, Location,
+    McpGateway, Model, Service, Suppression, TargetGroup, Unresolved, scenario_label,
 )
-from .intrinsics import Partial, ResourceRef, Template, decode_user_data
+from .intrinsics import Partial, Template
 from .template_file import TemplateFile
 
 
@@ -28,74 +31,441 @@ def __getattr__(name: str) -> Any:
 
 # --- template → model --------------------------------------------------------------------------
 
+T_TG = "AWS::ElasticLoadBalancingV2::TargetGroup"
+T_LB = "AWS::ElasticLoadBalancingV2::LoadBalancer"
+T_LISTENER = "AWS::ElasticLoadBalancingV2::Listener"
+T_RULE = "AWS::ElasticLoadBalancingV2::ListenerRule"
+T_ASG = "AWS::AutoScaling::AutoScalingGroup"
+T_HOOK = "AWS::AutoScaling::LifecycleHook"
+T_LT = "AWS::EC2::LaunchTemplate"
+T_LC = "AWS::AutoScaling::LaunchConfiguration"
+T_INSTANCE = "AWS::EC2::Instance"
+T_GW = "AWS::BedrockAgentCore::Gateway"
+T_ALARM = "AWS::CloudWatch::Alarm"
+T_COMPOSITE = "AWS::CloudWatch::CompositeAlarm"
+T_SERVICE = "AWS::ECS::Service"
+T_TASK = "AWS::ECS::TaskDefinition"
+T_CAPACITY = "AWS::ECS::CapacityProvider"
+T_CLUSTER = "AWS::ECS::Cluster"
+T_CLUSTER_CP = "AWS::ECS::ClusterCapacityProviderAssociations"
+T_SCALABLE = "AWS::ApplicationAutoScaling::ScalableTarget"
+
+_MODELLED = {T_TG, T_LB, T_LISTENER, T_RULE, T_ASG, T_HOOK, T_LT, T_LC, T_INSTANCE, T_GW, T_ALARM, T_COMPOSITE,
+             T_SERVICE, T_TASK, T_CAPACITY, T_CLUSTER, T_CLUSTER_CP, T_SCALABLE}
+
+
+@dataclass
+class _Variant:
+    """One shape of one resource: its properties resolved under one scenario."""
+
+    logical_id: str
+    raw: dict
+    props: dict
+    scenario: dict
+    label: str | None
+    location: Location
+    suppressions: list[Suppression]
+
+    def common(self) -> dict[str, Any]:
+        return {"id": self.logical_id, "location": self.location, "variant": self.label,
+                "scenario": self.scenario, "suppressions": self.suppressions}
+
 
 def model_from_template(tf: TemplateFile) -> Model:
+    """One model per template: every modelled resource in each of its scenarios."""
     tpl = Template(tf.data)
     model = Model(scope=tf.path)
-    hooks: list[tuple[Any, Any, dict]] = []  # (asg ref, transition, scenario) of LifecycleHook resources
-    launch_sources: dict[str, list[tuple[dict, dict]]] = {}  # logical id → [(resolved props, scenario)]
-    asgs: list[tuple[str, dict, Location, list[Suppression], str | None, dict]] = []
+    by_type: dict[str, list[_Variant]] = {}
     for logical_id, resource in tpl.resources.items():
         if not isinstance(resource, dict):
             continue
         rtype = resource.get("Type")
-        if not isinstance(rtype, str):
+        if not isinstance(rtype, str) or rtype not in _MODELLED:
             continue
         location = Location(logical_id, rtype, file=tf.path, line=tf.resource_lines.get(logical_id),
                             path=_cdk_path(resource))
         suppressions = _suppressions(resource)
-        builder = _BUILDERS.get(rtype)
-        if builder is None and rtype not in (
-                "AWS::AutoScaling::AutoScalingGroup", "AWS::AutoScaling::LifecycleHook",
-                "AWS::EC2::LaunchTemplate", "AWS::AutoScaling::LaunchConfiguration", "AWS::EC2::Instance"):
-            continue
         for props, scenario, label in _variants(tpl, resource):
-            if rtype == "AWS::AutoScaling::AutoScalingGroup":
-                asgs.append((logical_id, props, location, suppressions, label, scenario))
-            elif rtype == "AWS::AutoScaling::LifecycleHook":
-                hooks.append((props.get("AutoScalingGroupName", UNKNOWN), props.get("LifecycleTransition", UNKNOWN), scenario))
-            elif rtype in ("AWS::EC2::LaunchTemplate", "AWS::AutoScaling::LaunchConfiguration", "AWS::EC2::Instance"):
-                data = props.get("LaunchTemplateData", UNKNOWN) if rtype == "AWS::EC2::LaunchTemplate" else props
-                raw_data = _raw_props(resource).get("LaunchTemplateData", {}) if rtype == "AWS::EC2::LaunchTemplate" else _raw_props(resource)
-                data = data if isinstance(data, dict) else {}
-                user_data = decode_user_data(raw_data.get("UserData") if isinstance(raw_data, dict) else None,
-                                             data.get("UserData", ABSENT) if data else UNKNOWN)
-                launch_sources.setdefault(logical_id, []).append((dict(data, _user_data=user_data, _props=props), scenario))
-                model.engines.append(EngineHost(logical_id, location, label, scenario, _tags(props.get("Tags")),
-                                                suppressions, user_data=user_data))
-            else:
-                obj = builder(logical_id, props, location)
-                obj.variant, obj.scenario, obj.suppressions = label, scenario, suppressions
-                _add(model, obj)
-    hooks_by_group: dict[Any, list[Any]] = {}
-    for asg_ref, transition, _hook_scenario in hooks:
-        target = _ref_id(asg_ref)
-        hooks_by_group.setdefault(target if isinstance(target, str) else UNKNOWN, []).append(_leaf(transition))
-    for logical_id, props, location, suppressions, label, scenario in asgs:
-        fleet = _fleet(logical_id, props, location, launch_sources, tpl)
-        fleet.variant, fleet.scenario, fleet.suppressions = label, scenario, suppressions
-        for name in dict.fromkeys((logical_id, props.get("AutoScalingGroupName"))):
-            if isinstance(name, str):
-                fleet.lifecycle_transitions += hooks_by_group.get(name, [])
-        if UNKNOWN in hooks_by_group:  # hooks of some group we cannot name: maybe this one
-            fleet.lifecycle_transitions.append(UNKNOWN)
-        model.fleets.append(fleet)
+            by_type.setdefault(rtype, []).append(
+                _Variant(logical_id, _raw_props(resource), props, scenario, label, location, suppressions))
+    _Builder(tpl, model, by_type).build()
     model.finish()
     model.resources_checked = len(tpl.resources)  # every resource was looked at, modelled or not
     return model
 
 
-def _add(model: Model, obj: Resource) -> None:
-    if isinstance(obj, TargetGroup):
-        model.target_groups.append(obj)
-    elif isinstance(obj, LoadBalancer):
-        model.load_balancers.append(obj)
-    elif isinstance(obj, Listener):
-        model.listeners.append(obj)
-    elif isinstance(obj, McpGateway):
-        model.gateways.append(obj)
-    elif isinstance(obj, Alarm):
-        model.alarms.append(obj)
+class _Builder:
+    """Turns the variants of a template's resources into model objects (through
+    :mod:`..normalize` for every setting a rule reads)."""
+
+    def __init__(self, tpl: Template, model: Model, by_type: dict[str, list[_Variant]]):
+        self.tpl = tpl
+        self.model = model
+        self.by_type = by_type
+        self.hosts: dict[str, list[EngineHost]] = {}  # launch template / configuration id → variants
+        self.names: dict[str, str] = {}  # LaunchTemplateName / capacity provider Name → logical id
+
+    def of(self, rtype: str) -> list[_Variant]:
+        return self.by_type.get(rtype, [])
+
+    def build(self) -> None:
+        m = self.model
+        for v in self.of(T_TG):
+            m.target_groups.append(self.target_group(v))
+        for v in self.of(T_LB):
+            m.load_balancers.append(LoadBalancer(**v.common(), tags=N.tags(v.props.get("Tags")),
+                                                 settings=N.load_balancer(v.props)))
+        for v in self.of(T_LISTENER):
+            m.listeners.append(Listener(**v.common(), load_balancer_id=N.ref_id(v.props.get("LoadBalancerArn", UNKNOWN)),
+                                        protocol=N.as_word(v.props.get("Protocol", UNKNOWN), None, "Protocol", upper=True),
+                                        forwards=N.forwards(v.props.get("DefaultActions"))))
+        for v in self.of(T_RULE):
+            m.listeners.append(Listener(**v.common(), listener_id=N.ref_id(v.props.get("ListenerArn", UNKNOWN)),
+                                        forwards=N.forwards(v.props.get("Actions"))))
+        for v in self.of(T_GW):
+            m.gateways.append(McpGateway(**v.common(), tags=N.tags(v.props.get("Tags")), **N.gateway(v.props)))
+        for v in self.of(T_ALARM) + self.of(T_COMPOSITE):
+            m.alarms.append(Alarm(**v.common(), watches=N.alarm_watches(v.props)))
+        for rtype in (T_LT, T_LC, T_INSTANCE):
+            for v in self.of(rtype):
+                host = self.engine(v, rtype)
+                m.engines.append(host)
+                self.hosts.setdefault(v.logical_id, []).append(host)
+                name = v.props.get("LaunchTemplateName")
+                if rtype == T_LT and isinstance(name, str) and not isinstance(name, Partial):
+                    self.names[name] = v.logical_id
+        hooks = self.hooks()
+        for v in self.of(T_ASG):
+            m.fleets.append(self.fleet(v, hooks))
+        for v in self.of(T_SERVICE):
+            m.services.append(self.service(v))
+
+    # -- load balancing -------------------------------------------------------------------
+
+    def target_group(self, v: _Variant) -> TargetGroup:
+        targets = v.props.get("Targets", ABSENT)
+        count: Any = Unresolved("Targets not resolvable")
+        ids: list[Any] = []
+        if isinstance(targets, list):
+            count = len(targets)
+            ids = [N.ref_id(t.get("Id", UNKNOWN)) if isinstance(t, dict) else Unresolved("target") for t in targets]
+        elif targets is ABSENT:
+            count = 0
+        return TargetGroup(**v.common(), tags=N.tags(v.props.get("Tags")), settings=N.target_group(v.props),
+                           target_count=count, target_ids=ids)
+
+    # -- compute --------------------------------------------------------------------------
+
+    def engine(self, v: _Variant, rtype: str) -> EngineHost:
+        if rtype == T_LT:
+            data = v.props.get("LaunchTemplateData", UNKNOWN)
+            raw = v.raw.get("LaunchTemplateData")
+            raw = raw if isinstance(raw, dict) else {}
+        else:
+            data, raw = v.props, v.raw
+        if not isinstance(data, dict):
+            spec = LaunchSpec([Candidate(Unresolved("LaunchTemplateData not resolvable"))],
+                              Unresolved("LaunchTemplateData not resolvable"), Unresolved("LaunchTemplateData"))
+        else:
+            spec = LaunchSpec(
+                instance_types=self.candidates(raw.get("InstanceType", ABSENT), data.get("InstanceType", ABSENT),
+                                               v.scenario),
+                user_data=_user_data(raw.get("UserData"), data.get("UserData", ABSENT)),
+                accelerators=N.asks_for_accelerators(data.get("InstanceRequirements", ABSENT)),
+                source_id=v.logical_id,
+            )
+        return EngineHost(**v.common(), tags=N.tags(v.props.get("Tags") if rtype != T_LT else _lt_tags(v.props)),
+                          user_data=spec.user_data, launch=spec)
+
+    def candidates(self, raw: Any, resolved: Any, scenario: dict) -> list[Candidate]:
+        """Values an InstanceType may take, each with the branch it takes it in — named by the
+        parameters and conditions the InstanceType itself depends on, never by the other
+        dimensions of its resource's scenario. A value that did not resolve in this scenario
+        (its parameter has more allowed values than the scenario bound) is enumerated on its
+        own: instance types never multiply with other properties."""
+        if resolved is ABSENT or resolved is None:
+            return []
+        deps = self.tpl.dependencies(raw)
+        fixed = {k: v for k, v in scenario.items() if k in deps}
+        label = scenario_label(fixed)
+        value = N.as_text(resolved, "InstanceType")
+        if isinstance(value, str):
+            return [Candidate(value.strip(), label)]
+        out: list[Candidate] = []
+        for alt, alt_label in self.tpl.alternatives(raw, fixed):
+            text = N.as_text(alt, "InstanceType")
+            when = "; ".join(p for p in (label, alt_label) if p) or None
+            out.append(Candidate(text.strip() if isinstance(text, str) else text, when))
+        return out or [Candidate(value if isinstance(value, Unresolved) else Unresolved("InstanceType"), label)]
+
+    def hooks(self) -> dict[Any, list[Any]]:
+        out: dict[Any, list[Any]] = {}
+        for v in self.of(T_HOOK):
+            target = N.ref_id(v.props.get("AutoScalingGroupName", UNKNOWN))
+            transition = N.as_text(v.props.get("LifecycleTransition", UNKNOWN), "LifecycleTransition")
+            out.setdefault(target if isinstance(target, str) else None, []).append(transition)
+        return out
+
+    def fleet(self, v: _Variant, hooks: dict[Any, list[Any]]) -> Fleet:
+        props = v.props
+        tg_arns = props.get("TargetGroupARNs", ABSENT)
+        if isinstance(tg_arns, list):
+            tg_ids = [N.ref_id(t) for t in tg_arns]
+        elif tg_arns is ABSENT:
+            tg_ids = []
+        else:
+            tg_ids = [Unresolved("TargetGroupARNs not resolvable")]
+        classic = props.get("LoadBalancerNames", ABSENT)
+        classic_ids = ([N.ref_id(x) for x in classic] if isinstance(classic, list)
+                       else [] if classic is ABSENT else [Unresolved("LoadBalancerNames")])
+        fleet = Fleet(**v.common(), tags=N.tags(props.get("Tags")), target_group_ids=tg_ids,
+                      classic_load_balancers=classic_ids, launch=self.fleet_launch(v), **N.fleet_numbers(props))
+        specs = props.get("LifecycleHookSpecificationList", ABSENT)
+        if isinstance(specs, list):
+            fleet.lifecycle_transitions += [N.as_text(h.get("LifecycleTransition", UNKNOWN), "LifecycleTransition")
+                                            if isinstance(h, dict) else Unresolved("hook") for h in specs]
+        elif specs is not ABSENT:
+            fleet.lifecycle_transitions.append(Unresolved("LifecycleHookSpecificationList"))
+        for name in dict.fromkeys((v.logical_id, props.get("AutoScalingGroupName"))):
+            if isinstance(name, str):
+                fleet.lifecycle_transitions += hooks.get(name, [])
+        if None in hooks:  # hooks of some group we cannot name: maybe this one
+            fleet.lifecycle_transitions.append(Unresolved("a lifecycle hook names an unresolvable group"))
+        return fleet
+
+    def fleet_launch(self, v: _Variant) -> LaunchSpec:
+        props, raw = v.props, v.raw
+        spec = LaunchSpec(accelerators=False)
+        refs: list[Any] = []
+        override_types: list[Candidate] = []
+        mixed = props.get("MixedInstancesPolicy")
+        if isinstance(mixed, dict):
+            lt = mixed.get("LaunchTemplate")
+            raw_lt = (raw.get("MixedInstancesPolicy") or {}).get("LaunchTemplate") if isinstance(
+                raw.get("MixedInstancesPolicy"), dict) else None
+            if isinstance(lt, dict):
+                refs.append(lt.get("LaunchTemplateSpecification", UNKNOWN))
+                overrides = lt.get("Overrides")
+                raw_overrides = raw_lt.get("Overrides") if isinstance(raw_lt, dict) else None
+                if isinstance(overrides, list):
+                    for n, override in enumerate(overrides):
+                        if not isinstance(override, dict):
+                            continue
+                        raw_override = raw_overrides[n] if isinstance(raw_overrides, list) and n < len(raw_overrides) \
+                            and isinstance(raw_overrides[n], dict) else {}
+                        if "InstanceType" in override:
+                            override_types += self.candidates(raw_override.get("InstanceType"), override["InstanceType"],
+                                                              v.scenario)
+                        wants = N.asks_for_accelerators(override.get("InstanceRequirements", ABSENT))
+                        spec.accelerators = _either(spec.accelerators, wants)
+                        if "InstanceRequirements" in override:
+                            override_types.append(Candidate("attribute-based", None))
+                        if isinstance(override.get("LaunchTemplateSpecification"), dict):
+                            refs.append(override["LaunchTemplateSpecification"])
+                elif overrides is not None and overrides is not ABSENT:  # e.g. !FindInMap [.., !Ref AWS::Region, ..]
+                    override_types.append(Candidate(Unresolved("MixedInstancesPolicy Overrides not resolvable")))
+            elif lt is not None:
+                refs.append(UNKNOWN)
+        elif mixed is not None and mixed is not ABSENT:
+            refs.append(UNKNOWN)
+        if "LaunchTemplate" in props:
+            refs.append(props["LaunchTemplate"])
+        if "LaunchConfigurationName" in props:
+            refs.append({"_config": props["LaunchConfigurationName"]})
+        if not refs:
+            refs.append(UNKNOWN)  # InstanceId or nothing we can follow
+        types: list[Candidate] = []
+        texts: list[str] = []
+        unresolved_data = False
+        for ref in refs:
+            hosts = self.launch_hosts(ref)
+            if not hosts:
+                types.append(Candidate(Unresolved("launch template or configuration outside the template")))
+                unresolved_data = True
+                continue
+            for host in hosts:
+                spec.source_id = spec.source_id or host.id
+                types += host.launch.instance_types
+                spec.accelerators = _either(spec.accelerators, host.launch.accelerators)
+                if isinstance(host.launch.user_data, str):
+                    texts.append(host.launch.user_data)
+                elif isinstance(host.launch.user_data, Unresolved):
+                    unresolved_data = True
+        if override_types:  # overrides replace the launch template's InstanceType
+            types = [c for c in override_types if c.value != "attribute-based"]
+        spec.instance_types = _dedupe(types)
+        if texts:
+            spec.user_data = "\n".join(dict.fromkeys(texts))
+        elif unresolved_data:
+            spec.user_data = Unresolved("user data not resolvable")
+        return spec
+
+    def launch_hosts(self, ref: Any) -> list[EngineHost]:
+        """Launch template / configuration variants an ASG's launch reference points to."""
+        if not isinstance(ref, dict):
+            return []
+        if "_config" in ref:
+            target = N.ref_id(ref["_config"])
+        else:
+            target = ref.get("LaunchTemplateId", ref.get("LaunchTemplateName", UNKNOWN))
+            target = N.ref_id(target)
+            if isinstance(target, str):
+                target = self.names.get(target, target)
+        return self.hosts.get(target, []) if isinstance(target, str) else []
+
+    # -- ECS --------------------------------------------------------------------------------
+
+    def service(self, v: _Variant) -> Service:
+        props = v.props
+        tg_ids: list[Any] = []
+        lbs = props.get("LoadBalancers", ABSENT)
+        if isinstance(lbs, list):
+            for entry in lbs:
+                if isinstance(entry, dict) and "TargetGroupArn" in entry:
+                    tg_ids.append(N.ref_id(entry["TargetGroupArn"]))
+        elif lbs is not ABSENT:
+            tg_ids.append(Unresolved("LoadBalancers not resolvable"))
+        task_id = N.ref_id(props.get("TaskDefinition", UNKNOWN))
+        gpu, commands = self.task(task_id, v)
+        desired = props.get("DesiredCount", ABSENT)
+        return Service(**v.common(), tags=N.tags(props.get("Tags")), target_group_ids=tg_ids,
+                       task_definition=task_id if isinstance(task_id, str) else None, gpu=gpu, commands=commands,
+                       capacity_fleet_ids=self.capacity_fleets(props),
+                       desired=None if desired is ABSENT else N.as_int(desired, "DesiredCount"),
+                       max_count=self.scalable_max(v.logical_id))
+
+    def task(self, task_id: Any, service: _Variant) -> tuple[Any, list[str]]:
+        """(GPUs reserved: True/False/Unresolved, images and commands) of a task definition."""
+        if not isinstance(task_id, str):
+            return Unresolved("task definition outside the template"), []
+        variants = [t for t in self.of(T_TASK) if t.logical_id == task_id]
+        if not variants:
+            return Unresolved("task definition outside the template"), []
+        gpu: Any = False
+        commands: list[str] = []
+        for t in variants:
+            containers = t.props.get("ContainerDefinitions", ABSENT)
+            if not isinstance(containers, list):
+                gpu = _either(gpu, Unresolved("ContainerDefinitions not resolvable"))
+                continue
+            for c in containers:
+                if not isinstance(c, dict):
+                    continue
+                for req in c.get("ResourceRequirements") or []:
+                    if isinstance(req, dict) and isinstance(req.get("Type"), str) and req["Type"].upper() == "GPU":
+                        gpu = True
+                for key in ("Image", "Command", "EntryPoint"):
+                    text = _command_text(c.get(key))
+                    if text:
+                        commands.append(text)
+        return gpu, commands
+
+    def capacity_fleets(self, props: dict) -> list[Any]:
+        """Auto Scaling groups behind the service's capacity providers (its own strategy, else
+        the cluster's default strategy)."""
+        strategy = props.get("CapacityProviderStrategy", ABSENT)
+        if not isinstance(strategy, list):
+            cluster = N.ref_id(props.get("Cluster", UNKNOWN))
+            strategy = []
+            for c in self.of(T_CLUSTER):
+                if c.logical_id == cluster:
+                    strategy += _list(c.props.get("DefaultCapacityProviderStrategy"))
+            for a in self.of(T_CLUSTER_CP):
+                if N.ref_id(a.props.get("Cluster", UNKNOWN)) == cluster:
+                    strategy += _list(a.props.get("DefaultCapacityProviderStrategy"))
+        out: list[Any] = []
+        for item in strategy:
+            if not isinstance(item, dict):
+                continue
+            provider = N.ref_id(item.get("CapacityProvider", UNKNOWN))
+            for cp in self.of(T_CAPACITY):
+                if cp.logical_id == provider or cp.props.get("Name") == provider:
+                    group = cp.props.get("AutoScalingGroupProvider")
+                    if isinstance(group, dict):
+                        fleet = N.ref_id(group.get("AutoScalingGroupArn", UNKNOWN))
+                        if isinstance(fleet, str) and fleet not in out:
+                            out.append(fleet)
+        return out
+
+    def scalable_max(self, service_id: str) -> Any:
+        """MaxCapacity of an Application Auto Scaling target that scales this service."""
+        for t in self.of(T_SCALABLE):
+            if t.props.get("ScalableDimension") != "ecs:service:DesiredCount":
+                continue
+            if _mentions(t.raw.get("ResourceId"), service_id):
+                return N.as_int(t.props.get("MaxCapacity", UNKNOWN), "MaxCapacity")
+        return None
+
+
+def _either(a: Any, b: Any) -> Any:
+    """True if either is True; else Unresolved if either is; else False."""
+    if a is True or b is True:
+        return True
+    if isinstance(a, Unresolved):
+        return a
+    if isinstance(b, Unresolved):
+        return b
+    return False
+
+
+def _dedupe(items: list[Candidate]) -> list[Candidate]:
+    return list(dict.fromkeys(items))
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _command_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = [p for p in value if isinstance(p, str)]
+        return " ".join(parts) if parts else None
+    return None
+
+
+def _mentions(node: Any, logical_id: str, depth: int = 0) -> bool:
+    """Whether a raw (unresolved) value refers to ``logical_id`` (Ref, GetAtt, Sub)."""
+    if depth > 32:
+        return False
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "Ref" and value == logical_id:
+                return True
+            if key == "Fn::GetAtt" and (value == logical_id or (isinstance(value, list) and value[:1] == [logical_id])
+                                        or (isinstance(value, str) and value.split(".", 1)[0] == logical_id)):
+                return True
+            if key == "Fn::Sub" and logical_id in str(value):
+                return True
+            if _mentions(value, logical_id, depth + 1):
+                return True
+    elif isinstance(node, list):
+        return any(_mentions(item, logical_id, depth + 1) for item in node)
+    return False
+
+
+def _lt_tags(props: dict) -> Any:
+    """A launch template's own tags (TagSpecifications for the launch-template resource)."""
+    specs = props.get("TagSpecifications")
+    if isinstance(specs, list):
+        for spec in specs:
+            if isinstance(spec, dict) and spec.get("ResourceType") == "launch-template":
+                return spec.get("Tags")
+    return None
+
+
+def _user_data(raw: Any, resolved: Any) -> Any:
+    """User data as text: ``Fn::Base64`` gives the text directly (text with unresolved parts
+    is kept: good enough to look for a command); a literal must already be base64 (as
+    CloudFormation expects) and is decoded (and inflated when gzip-compressed)."""
+    if resolved is ABSENT or resolved is None:
+        return None
+    if resolved is UNKNOWN or not isinstance(resolved, str):
+        return Unresolved("user data not resolvable")
+    if (isinstance(raw, dict) and "Fn::Base64" in raw) or isinstance(resolved, Partial):
+        return resolved
+    return N.decode_base64_user_data(resolved)
 
 
 def _raw_props(resource: dict) -> dict:
@@ -153,7 +523,7 @@ def _suppressions(resource: dict) -> list[Suppression]:
     meta = resource.get("Metadata")
     if not isinstance(meta, dict):
         return []
-    ours = meta.get("llm-affinity")
+    ours = meta.get(METADATA_KEY)
     if not isinstance(ours, dict):
         return []
     entries = ours.get("ignore")
@@ -172,300 +542,3 @@ def _suppressions(resource: dict) -> list[Suppression]:
                 text = reason.strip() if isinstance(reason, str) and reason.strip() else None
                 out.append(Suppression(rule_id.strip().upper(), text))
     return out
-
-
-# --- value helpers -----------------------------------------------------------------------------
-
-
-def _leaf(value: Any) -> Any:
-    """A resolved scalar as a rule may compare it: partial text and references are UNKNOWN."""
-    if isinstance(value, (Partial, ResourceRef)) or value is UNKNOWN:
-        return UNKNOWN
-    return value
-
-
-def _word(value: Any) -> Any:
-    """An enumerated property (Protocol, Scheme, Type...): text, or UNKNOWN when it is anything
-    else (a mutated or unresolved template must not crash a rule that compares it)."""
-    value = _leaf(value)
-    if isinstance(value, str):
-        return value
-    return value if value is None or value is ABSENT else UNKNOWN
-
-
-def _ref_id(value: Any) -> Any:
-    """The logical id a reference points to, the literal (an ARN or name), or UNKNOWN."""
-    if isinstance(value, ResourceRef):
-        return value.logical_id
-    if isinstance(value, str) and not isinstance(value, Partial):
-        return value
-    return UNKNOWN
-
-
-def _key_values(items: Any) -> tuple[dict[str, Any], bool]:
-    """``[{Key, Value}]`` → dict, and whether every key could be read."""
-    if items is ABSENT or items is None:
-        return {}, True
-    if not isinstance(items, list):
-        return {}, False
-    out: dict[str, Any] = {}
-    complete = True
-    for item in items:
-        if not isinstance(item, dict):
-            complete = False
-            continue
-        key = item.get("Key")
-        if not isinstance(key, str) or isinstance(key, Partial):
-            complete = False
-            continue
-        out[key.strip()] = _leaf(item.get("Value", UNKNOWN))
-    return out, complete
-
-
-def _tags(items: Any) -> dict[str, Any]:
-    if isinstance(items, dict):  # map-shaped tags (e.g. AgentCore)
-        return {k: _leaf(v) for k, v in items.items() if isinstance(k, str)}
-    tags, _ = _key_values(items)
-    return tags
-
-
-# --- builders ----------------------------------------------------------------------------------
-
-
-def _target_group(logical_id: str, props: dict, location: Location) -> TargetGroup:
-    attributes, complete = _key_values(props.get("TargetGroupAttributes"))
-    target_type = _word(props.get("TargetType", "instance"))
-    protocol = props.get("Protocol", None if target_type == "lambda" else UNKNOWN)
-    targets = props.get("Targets", ABSENT)
-    count: Any = UNKNOWN
-    if isinstance(targets, list):
-        count = len(targets)
-    elif targets is ABSENT:
-        count = 0
-    return TargetGroup(
-        logical_id, location, tags=_tags(props.get("Tags")),
-        protocol=_upper(_word(protocol)), target_type=target_type, attributes=attributes,
-        attributes_complete=complete, target_count=count,
-    )
-
-
-def _upper(value: Any) -> Any:
-    return value.upper() if isinstance(value, str) else value
-
-
-def _load_balancer(logical_id: str, props: dict, location: Location) -> LoadBalancer:
-    attributes, complete = _key_values(props.get("LoadBalancerAttributes"))
-    lb_type = _word(props.get("Type", "application"))
-    return LoadBalancer(
-        logical_id, location, tags=_tags(props.get("Tags")),
-        lb_type=lb_type.lower() if isinstance(lb_type, str) else lb_type,
-        scheme=_word(props.get("Scheme", "internet-facing")),
-        attributes=attributes, attributes_complete=complete,
-    )
-
-
-def _forwards(actions: Any) -> list[Forward]:
-    out: list[Forward] = []
-    if not isinstance(actions, list):
-        return out
-    for action in actions:
-        if not isinstance(action, dict):
-            continue
-        kind = action.get("Type")
-        if not (isinstance(kind, str) and kind.lower() == "forward"):
-            continue
-        ids: list[Any] = []
-        if "TargetGroupArn" in action:
-            ids.append(_ref_id(action["TargetGroupArn"]))
-        config = action.get("ForwardConfig")
-        weighted = False
-        stickiness: Any = ABSENT
-        duration: Any = ABSENT
-        if isinstance(config, dict):
-            groups = config.get("TargetGroups")
-            if isinstance(groups, list):
-                weighted = True
-                for group in groups:
-                    if isinstance(group, dict):
-                        tg = _ref_id(group.get("TargetGroupArn", UNKNOWN))
-                        if tg not in ids or tg is UNKNOWN:
-                            ids.append(tg)
-                    else:
-                        ids.append(UNKNOWN)
-            elif groups is not ABSENT and groups is not None:
-                ids.append(UNKNOWN)
-            sticky = config.get("TargetGroupStickinessConfig", ABSENT)
-            if isinstance(sticky, dict):
-                stickiness = _leaf(sticky.get("Enabled", ABSENT))
-                duration = _leaf(sticky.get("DurationSeconds", ABSENT))
-            elif sticky is not ABSENT:
-                stickiness = UNKNOWN
-        elif config is UNKNOWN:
-            ids.append(UNKNOWN)
-            stickiness = UNKNOWN
-        out.append(Forward(ids, stickiness, duration, weighted))
-    return out
-
-
-def _listener(logical_id: str, props: dict, location: Location) -> Listener:
-    return Listener(logical_id, location, load_balancer_id=_ref_id(props.get("LoadBalancerArn", UNKNOWN)),
-                    protocol=_upper(_word(props.get("Protocol", UNKNOWN))),
-                    forwards=_forwards(props.get("DefaultActions")))
-
-
-def _listener_rule(logical_id: str, props: dict, location: Location) -> Listener:
-    return Listener(logical_id, location, listener_id=_ref_id(props.get("ListenerArn", UNKNOWN)),
-                    forwards=_forwards(props.get("Actions")))
-
-
-def _gateway(logical_id: str, props: dict, location: Location) -> McpGateway:
-    protocol = props.get("ProtocolConfiguration", ABSENT)
-    sessions: Any = False
-    timeout: Any = ABSENT
-    if isinstance(protocol, dict):
-        mcp = protocol.get("Mcp", ABSENT)
-        if isinstance(mcp, dict):
-            config = mcp.get("SessionConfiguration", ABSENT)
-            if isinstance(config, dict):
-                sessions = True
-                timeout = config.get("SessionTimeoutInSeconds", ABSENT)
-                timeout = _leaf(timeout)
-            elif config is not ABSENT:
-                sessions = UNKNOWN
-        elif mcp is not ABSENT:
-            sessions = UNKNOWN
-    elif protocol is not ABSENT:
-        sessions = UNKNOWN
-    authorizer = _word(props.get("AuthorizerType", UNKNOWN))
-    return McpGateway(logical_id, location, tags=_tags(props.get("Tags")),
-                      authorizer_type=authorizer.upper() if isinstance(authorizer, str) else authorizer,
-                      sessions_enabled=sessions, session_timeout=timeout)
-
-
-def _alarm(logical_id: str, props: dict, location: Location) -> Alarm:
-    # What is measured, not what the alarm is called: names and descriptions prove nothing.
-    watches: list[str] = [props["MetricName"]] if isinstance(props.get("MetricName"), str) else []
-    metrics = props.get("Metrics")
-    if isinstance(metrics, list):
-        for metric in metrics:
-            if not isinstance(metric, dict):
-                continue
-            for key in ("Id", "Expression", "Label"):
-                if isinstance(metric.get(key), str):
-                    watches.append(metric[key])
-            stat = metric.get("MetricStat")
-            if isinstance(stat, dict) and isinstance(stat.get("Metric"), dict):
-                name = stat["Metric"].get("MetricName")
-                if isinstance(name, str):
-                    watches.append(name)
-    return Alarm(logical_id, location, watches=watches)
-
-
-_BUILDERS: dict[str, Callable[[str, dict, Location], Resource]] = {
-    "AWS::ElasticLoadBalancingV2::TargetGroup": _target_group,
-    "AWS::ElasticLoadBalancingV2::LoadBalancer": _load_balancer,
-    "AWS::ElasticLoadBalancingV2::Listener": _listener,
-    "AWS::ElasticLoadBalancingV2::ListenerRule": _listener_rule,
-    "AWS::BedrockAgentCore::Gateway": _gateway,
-    "AWS::CloudWatch::Alarm": _alarm,
-}
-
-
-# --- Auto Scaling groups -------------------------------------------------------------------------
-
-
-def _fleet(logical_id: str, props: dict, location: Location,
-           launch_sources: dict[str, list[tuple[dict, dict]]], tpl: Template) -> Fleet:
-    fleet = Fleet(
-        logical_id, location, tags=_tags(props.get("Tags")),
-        min_size=_leaf(props.get("MinSize", UNKNOWN)), max_size=_leaf(props.get("MaxSize", UNKNOWN)),
-        desired=_leaf(props.get("DesiredCapacity", ABSENT)),
-        target_group_ids=[_ref_id(t) for t in props["TargetGroupARNs"]] if isinstance(props.get("TargetGroupARNs"), list) else [],
-        health_check_type=_word(props.get("HealthCheckType", "EC2")),
-        health_check_grace_period=_leaf(props.get("HealthCheckGracePeriod", 0)),
-    )
-    if props.get("TargetGroupARNs") is UNKNOWN:
-        fleet.target_group_ids = [UNKNOWN]
-    hooks = props.get("LifecycleHookSpecificationList")
-    if isinstance(hooks, list):
-        fleet.lifecycle_transitions += [_leaf(h.get("LifecycleTransition", UNKNOWN)) if isinstance(h, dict) else UNKNOWN for h in hooks]
-    elif hooks is UNKNOWN:
-        fleet.lifecycle_transitions.append(UNKNOWN)
-    spec = LaunchSpec()
-    specs: list[Any] = []
-    mixed = props.get("MixedInstancesPolicy")
-    if isinstance(mixed, dict) and isinstance(mixed.get("LaunchTemplate"), dict):
-        lt = mixed["LaunchTemplate"]
-        specs.append(lt.get("LaunchTemplateSpecification", UNKNOWN))
-        overrides = lt.get("Overrides")
-        if isinstance(overrides, list):
-            for override in overrides:
-                if not isinstance(override, dict):
-                    continue
-                if "InstanceType" in override:
-                    spec.instance_types.append(_leaf(override["InstanceType"]))
-                if _asks_for_accelerators(override.get("InstanceRequirements")):
-                    spec.accelerators = True
-                if isinstance(override.get("LaunchTemplateSpecification"), dict):
-                    specs.append(override["LaunchTemplateSpecification"])
-    if "LaunchTemplate" in props:
-        specs.append(props["LaunchTemplate"])
-    if "LaunchConfigurationName" in props:
-        specs.append({"_config": props["LaunchConfigurationName"]})
-    user_data: list[Any] = []
-    for ref in specs:
-        for data, _scenario in _launch_data(ref, launch_sources, tpl):
-            if data is None:
-                spec.instance_types.append(UNKNOWN)
-                user_data.append(UNKNOWN)
-                continue
-            spec.source_id = spec.source_id or data.get("_source")
-            if "InstanceType" in data:
-                spec.instance_types.append(_leaf(data["InstanceType"]))
-            if _asks_for_accelerators(data.get("InstanceRequirements")):
-                spec.accelerators = True
-            user_data.append(data.get("_user_data", ABSENT))
-    texts = [u for u in user_data if isinstance(u, str)]
-    if texts:
-        spec.user_data = "\n".join(texts) if len(texts) > 1 else texts[0]
-    elif any(u is UNKNOWN for u in user_data):
-        spec.user_data = UNKNOWN
-    fleet.launch = spec
-    return fleet
-
-
-def _launch_data(ref: Any, launch_sources: dict[str, list[tuple[dict, dict]]], tpl: Template) -> list[tuple[dict | None, dict]]:
-    """Launch template / configuration data an ASG's launch reference points to."""
-    if not isinstance(ref, dict):
-        return [(None, {})]
-    if "_config" in ref:
-        target = _ref_id(ref["_config"])
-    else:
-        target = ref.get("LaunchTemplateId", ref.get("LaunchTemplateName", UNKNOWN))
-        if isinstance(target, ResourceRef):
-            target = target.logical_id
-        elif isinstance(target, str):
-            # a literal name: find the launch template that carries it
-            for logical_id, entries in launch_sources.items():
-                if any(e[0].get("_props", {}).get("LaunchTemplateName") == target for e in entries):
-                    target = logical_id
-                    break
-    if not isinstance(target, str) or target not in launch_sources:
-        return [(None, {})]
-    return [(dict(data, _source=target), scenario) for data, scenario in launch_sources[target]]
-
-
-def _asks_for_accelerators(requirements: Any) -> bool:
-    if not isinstance(requirements, dict):
-        return False
-    types = requirements.get("AcceleratorTypes")
-    if isinstance(types, list) and any(isinstance(t, str) and t.lower() in ("gpu", "inference") for t in types):
-        return True
-    count = requirements.get("AcceleratorCount")
-    if isinstance(count, dict):
-        minimum = count.get("Min")
-        try:
-            return minimum is not None and int(minimum) > 0
-        except (TypeError, ValueError):
-            return False
-    return False

@@ -10,19 +10,20 @@ in findings.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import itertools
 import re
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
-from ..model import ABSENT, UNKNOWN
+from ..model import ABSENT, UNKNOWN, scenario_label
 
 #: Scenarios examined per resource; dimensions beyond it resolve to UNKNOWN (never a guess).
 MAX_SCENARIOS = 16
+#: Values examined for one property resolved on its own (e.g. an InstanceType parameter with
+#: 57 allowed values): a property enumerated alone never multiplies with the others.
+MAX_ALTERNATIVES = 256
 #: Intrinsics nested deeper than this resolve to UNKNOWN.
 MAX_DEPTH = 64
 
@@ -134,8 +135,10 @@ class Template:
 
     # -- scenarios -----------------------------------------------------------------------
 
-    def scenarios(self, node: Any, fixed: dict[str, Any] | None = None) -> list[tuple[dict[str, Any], str | None]]:
-        """Assignments of the conditions and multi-valued parameters ``node`` depends on."""
+    def scenarios(self, node: Any, fixed: dict[str, Any] | None = None,
+                  limit: int = MAX_SCENARIOS) -> list[tuple[dict[str, Any], str | None]]:
+        """Assignments of the conditions and multi-valued parameters ``node`` depends on
+        (at most ``limit``; dimensions that would exceed it are left unresolved)."""
         conditions: list[str] = []
         params: list[str] = []
         _dependencies(node, conditions, params, self, 0)
@@ -153,7 +156,7 @@ class Template:
         chosen: list[tuple[str, list[Any]]] = []
         total = 1
         for dim in dims:
-            if total * len(dim[1]) > MAX_SCENARIOS:
+            if total * len(dim[1]) > limit:
                 continue  # left unresolved: Fn::If / Ref over it become UNKNOWN
             chosen.append(dim)
             total *= len(dim[1])
@@ -170,6 +173,31 @@ class Template:
                 else:
                     labels.append(f"parameter {name} = {value!r}")
             out.append((assignment, "; ".join(labels) or None))
+        return out
+
+    def dependencies(self, node: Any) -> set[tuple[str, str]]:
+        """``("condition", name)`` / ``("parameter", name)`` keys ``node``'s value depends on."""
+        conditions: list[str] = []
+        params: list[str] = []
+        _dependencies(node, conditions, params, self, 0)
+        return {("condition", c) for c in conditions} | {("parameter", p) for p in params}
+
+    def alternatives(self, node: Any, fixed: dict[Any, Any]) -> list[tuple[Any, str | None]]:
+        """Every value ``node`` takes once the scenario ``fixed`` is given, each with the label
+        of the branch it takes it in; values that stay unresolved are UNKNOWN. One property
+        enumerated on its own, so its parameter's allowed values need not fit the bound of a
+        whole resource's scenarios."""
+        out: list[tuple[Any, str | None]] = []
+        seen: dict[Any, int] = {}
+        for scenario, label in self.scenarios(node, fixed, MAX_ALTERNATIVES):
+            own = {k: v for k, v in scenario.items() if k not in fixed}
+            value = self.resolve(node, scenario)
+            label = scenario_label(own)
+            key = value if isinstance(value, (str, int, float, bool)) or value is UNKNOWN else repr(value)
+            if key in seen:
+                continue
+            seen[key] = len(out)
+            out.append((value, label))
         return out
 
     # -- resolution ----------------------------------------------------------------------
@@ -520,25 +548,3 @@ _FUNCTIONS = {
     "Fn::Transform": _unknown, "Fn::ToJsonString": _unknown, "Fn::Length": _unknown,
     TOO_LARGE_MARKER: _too_large,
 }
-
-
-def decode_user_data(raw: Any, resolved: Any) -> Any:
-    """User data as text: ``Fn::Base64`` gives the text directly; a literal must already be
-    base64 (as CloudFormation expects) and is decoded when it is."""
-    if resolved is ABSENT or resolved is None:
-        return ABSENT
-    if resolved is UNKNOWN or not isinstance(resolved, str):
-        return UNKNOWN
-    if isinstance(raw, dict) and "Fn::Base64" in raw:
-        return resolved
-    if isinstance(resolved, Partial):
-        return resolved
-    try:
-        return base64.b64decode(resolved, validate=True).decode("utf-8")
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        return resolved
-
-
-def walk_scenarios(tpl: Template, node: Any, fixed: dict | None = None) -> Iterator[tuple[Any, dict, str | None]]:
-    for scenario, label in tpl.scenarios(node, fixed):
-        yield tpl.resolve(node, scenario), scenario, label

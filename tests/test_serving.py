@@ -1,0 +1,239 @@
+"""What serves inference (llm_affinity.checks.serving): tagged target groups, and target
+groups whose Auto Scaling groups, EC2 instances or ECS services are accelerated or start an
+inference server — and only compute behind a load balancer is judged by fleet rules."""
+
+from __future__ import annotations
+
+import collections
+import textwrap
+
+from llm_affinity.checks.lint import lint_paths
+from llm_affinity.checks.sources.cfn import load_paths
+
+_TYPES = ", ".join(["t3.micro", "t3.small", "m5.large", "c5.xlarge", "r5.large"] * 10
+                   + ["p3.2xlarge", "g4dn.xlarge", "g5.2xlarge", "c6i.large", "m6i.large", "m7i.large", "t3.large"])
+
+
+def _outcome(path):
+    report = lint_paths([path])
+    assert not report.errors
+    return (dict(collections.Counter((f.rule.id, f.resource.id) for f in report.findings)),
+            sorted((u.rule.id, u.resource.id, u.value) for u in report.unknown), report)
+
+
+def test_gpu_group_attached_to_nothing_gets_no_fleet_finding(write):
+    path = write("training.yaml", textwrap.dedent("""\
+        Resources:
+          Lt:
+            Type: AWS::EC2::LaunchTemplate
+            Properties: {LaunchTemplateData: {InstanceType: p4d.24xlarge, ImageId: ami-1}}
+          Training:
+            Type: AWS::AutoScaling::AutoScalingGroup
+            Properties:
+              MinSize: 0
+              MaxSize: 8
+              LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: !GetAtt Lt.LatestVersionNumber}
+        """))
+    findings, unknown, report = _outcome(path)
+    assert findings == {} and unknown == []
+    (model,) = load_paths([path]).models
+    assert model.fleets[0].serving is None
+
+
+def test_instance_type_with_57_allowed_values_is_resolved_and_the_branch_named(write):
+    path = write("t.yaml", textwrap.dedent(f"""\
+        Parameters:
+          InstanceType:
+            Type: String
+            Default: t3.micro
+            AllowedValues: [{_TYPES}]
+          KeyName: {{Type: String, AllowedValues: [a, b, c, d]}}
+          Env: {{Type: String, AllowedValues: [dev, prod]}}
+        Resources:
+          Tg:
+            Type: AWS::ElasticLoadBalancingV2::TargetGroup
+            Properties: {{Protocol: HTTP, Port: 8000, VpcId: vpc-1}}
+          Lt:
+            Type: AWS::EC2::LaunchTemplate
+            Properties:
+              LaunchTemplateData:
+                InstanceType: !Ref InstanceType
+                KeyName: !Ref KeyName
+                ImageId: !Sub "ami-${{Env}}"
+          Asg:
+            Type: AWS::AutoScaling::AutoScalingGroup
+            Properties:
+              MinSize: 1
+              MaxSize: 4
+              HealthCheckType: ELB
+              HealthCheckGracePeriod: 600
+              TargetGroupARNs: [!Ref Tg]
+              LaunchTemplate: {{LaunchTemplateId: !Ref Lt, Version: "1"}}
+        """))
+    findings, unknown, report = _outcome(path)
+    assert findings == {("FLEET001", "Tg"): 1, ("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1}
+    assert unknown == []
+    fleet001 = next(f for f in report.findings if f.rule.id == "FLEET001")
+    assert fleet001.message.endswith("(when parameter InstanceType = 'p3.2xlarge' or parameter InstanceType = "
+                                     "'g4dn.xlarge' or parameter InstanceType = 'g5.2xlarge')")
+
+
+def test_instance_type_that_cannot_resolve_is_listed(write):
+    path = write("t.yaml", textwrap.dedent("""\
+        Parameters:
+          InstanceType: {Type: String}
+        Resources:
+          Asg:
+            Type: AWS::AutoScaling::AutoScalingGroup
+            Properties:
+              MinSize: 1
+              MaxSize: 4
+              LaunchConfigurationName: !Ref Lc
+          Lc:
+            Type: AWS::AutoScaling::LaunchConfiguration
+            Properties: {ImageId: ami-1, InstanceType: !Ref InstanceType}
+        """))
+    findings, unknown, _ = _outcome(path)
+    assert findings == {} and unknown == [("FLEET001", "Asg", "InstanceType")]
+
+
+GPU_INSTANCES = textwrap.dedent("""\
+    Resources:
+      Gpu1:
+        Type: AWS::EC2::Instance
+        Properties: {InstanceType: g5.xlarge, ImageId: ami-1}
+      Gpu2:
+        Type: AWS::EC2::Instance
+        Properties: {InstanceType: g5.xlarge, ImageId: ami-1}
+      Web:
+        Type: AWS::EC2::Instance
+        Properties: {InstanceType: t3.micro, ImageId: ami-1}
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties:
+          Protocol: HTTP
+          Port: 8000
+          VpcId: vpc-1
+          TargetGroupAttributes: [{Key: load_balancing.algorithm.type, Value: least_outstanding_requests}]
+          Targets: [{Id: !Ref Gpu1}, {Id: !Ref Gpu2}]
+      WebTg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties:
+          Protocol: HTTP
+          Port: 80
+          VpcId: vpc-1
+          Targets: [{Id: !Ref Web}, {Id: i-0123456789abcdef0}]
+    """)
+
+
+def test_gpu_instances_in_targets_make_an_inference_target_group(write):
+    findings, unknown, report = _outcome(write("t.yaml", GPU_INSTANCES))
+    assert findings == {("FLEET001", "Tg"): 1, ("FLEET005", "Tg"): 1}
+    assert unknown == []
+    (model,) = load_paths([write("t2.yaml", GPU_INSTANCES)]).models
+    tg = next(t for t in model.target_groups if t.id == "Tg")
+    assert tg.serving.reason == "target EC2 instance Gpu1: accelerator instance type g5.xlarge"
+
+
+ECS = textwrap.dedent("""\
+    Resources:
+      Cluster: {Type: AWS::ECS::Cluster}
+      Lt:
+        Type: AWS::EC2::LaunchTemplate
+        Properties: {LaunchTemplateData: {InstanceType: m5.large, ImageId: ami-1}}
+      Capacity:
+        Type: AWS::AutoScaling::AutoScalingGroup
+        Properties:
+          MinSize: 0
+          MaxSize: 4
+          LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: "1"}
+      Provider:
+        Type: AWS::ECS::CapacityProvider
+        Properties:
+          AutoScalingGroupProvider: {AutoScalingGroupArn: !Ref Capacity}
+      Task:
+        Type: AWS::ECS::TaskDefinition
+        Properties:
+          ContainerDefinitions:
+            - Name: vllm
+              Image: vllm/vllm-openai:v0.6.3
+              Command: [--model, meta-llama/Llama-3.1-8B-Instruct]
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties:
+          Protocol: HTTP
+          Port: 8000
+          VpcId: vpc-1
+          TargetType: ip
+      Service:
+        Type: AWS::ECS::Service
+        Properties:
+          Cluster: !Ref Cluster
+          DesiredCount: 2
+          TaskDefinition: !Ref Task
+          CapacityProviderStrategy: [{CapacityProvider: !Ref Provider, Weight: 1}]
+          LoadBalancers: [{TargetGroupArn: !Ref Tg, ContainerName: vllm, ContainerPort: 8000}]
+    """)
+
+
+def test_vllm_ecs_service_behind_a_non_sticky_target_group(write):
+    findings, unknown, report = _outcome(write("ecs.yaml", ECS))
+    # the capacity Auto Scaling group is judged through its service: no fleet finding on it
+    assert findings == {("FLEET001", "Tg"): 1, ("FLEET005", "Tg"): 1}
+    assert unknown == []
+    assert "ECS service Service: task definition Task runs vLLM" in report.findings[0].message
+
+
+def test_gpu_task_and_gpu_capacity_provider_count_too(write):
+    indent = " " * (ECS.index("Image:") - ECS.rindex("\n", 0, ECS.index("Image:")) - 1)
+    gpu_task = ECS.replace("Image: vllm/vllm-openai:v0.6.3", "Image: my/model-server:1\n"
+                           f"{indent}ResourceRequirements: [{{Type: GPU, Value: '1'}}]")
+    path = write("gpu-task.yaml", gpu_task)
+    (model,) = load_paths([path]).models
+    assert model.target_groups[0].serving.reason == "ECS service Service: task definition Task reserves GPUs"
+    gpu_capacity = ECS.replace("Image: vllm/vllm-openai:v0.6.3", "Image: my/model-server:1").replace(
+        "InstanceType: m5.large", "InstanceType: g6.12xlarge")
+    (model,) = load_paths([write("gpu-cap.yaml", gpu_capacity)]).models
+    assert model.target_groups[0].serving.reason == (
+        "ECS service Service: capacity provider Auto Scaling group Capacity: accelerator instance type g6.12xlarge")
+    assert model.fleets[0].serving is None  # ECS capacity: not registered in a target group
+    plain = ECS.replace("Image: vllm/vllm-openai:v0.6.3", "Image: nginx:1.27")
+    findings, unknown, _ = _outcome(write("plain.yaml", plain))
+    assert findings == {} and unknown == []
+
+
+def test_sglang_and_tgi_user_data(write):
+    for command, name in (("python3 -m sglang.launch_server --model-path m", "SGLang"),
+                          ("docker run ghcr.io/huggingface/text-generation-inference:2.4 --model-id m", "TGI")):
+        path = write(f"{name}.yaml", textwrap.dedent(f"""\
+            Resources:
+              Tg:
+                Type: AWS::ElasticLoadBalancingV2::TargetGroup
+                Properties: {{Protocol: HTTP, Port: 8000, VpcId: vpc-1}}
+              Lt:
+                Type: AWS::EC2::LaunchTemplate
+                Properties:
+                  LaunchTemplateData:
+                    InstanceType: c7i.2xlarge
+                    UserData: !Base64 "#!/bin/bash\\n{command}\\n"
+              Asg:
+                Type: AWS::AutoScaling::AutoScalingGroup
+                Properties:
+                  MinSize: 1
+                  MaxSize: 2
+                  TargetGroupARNs: [!Ref Tg]
+                  LaunchTemplate: {{LaunchTemplateId: !Ref Lt, Version: "1"}}
+            """))
+        (model,) = load_paths([path]).models
+        assert model.fleets[0].serving.reason == f"user data starts {name}"
+
+
+def test_gzip_user_data_is_read_in_templates_as_in_accounts(write):
+    import base64
+    import gzip
+
+    encoded = base64.b64encode(gzip.compress(b"#!/bin/bash\nvllm serve m --no-enable-prefix-caching\n")).decode()
+    path = write("t.json", '{"Resources": {"I": {"Type": "AWS::EC2::Instance", "Properties": '
+                           '{"InstanceType": "g5.xlarge", "UserData": "%s"}}}}' % encoded)
+    report = lint_paths([path])
+    assert [(f.rule.id, f.resource.id) for f in report.findings] == [("FLEET003", "I")]
