@@ -23,7 +23,7 @@ from moto import mock_aws
 
 import audit_fixtures as F
 from llm_affinity import cli
-from llm_affinity.checks.model import UNKNOWN
+from llm_affinity.checks.model import Unresolved
 from llm_affinity.checks.sources import aws
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -257,7 +257,7 @@ def test_detail_calls_that_hang_leave_a_partial_report(env):
                            "this could be read [7 resources]")
     assert ids["rule"] in {lis.id for lis in result.models[0].listeners}  # read while attributes hung
     tg = next(t for t in result.models[0].target_groups if t.id == ids["tg_sticky"])
-    assert tg.attr("stickiness.enabled") is UNKNOWN
+    assert isinstance(tg.settings.sticky, Unresolved)
 
 
 def test_progress_lines_on_a_stderr_that_is_not_a_terminal(silent, env, capsys):
