@@ -1,4 +1,4 @@
-"""Every rule of RULES.md: a template that fires it and one that does not, with the exact
+"""Every rule of docs/rules.md: a template that fires it and one that does not, with the exact
 findings (rule, resource, count), suppressions and unknowns each fixture gives — as cfn-lint and
 checkov test theirs. A fixture's other rules are listed too: a new false alarm anywhere fails."""
 

@@ -1,4 +1,4 @@
-"""The rule catalogue of shared/RULES.md. Importing this package registers every rule."""
+"""The rule catalogue (docs/rules.md is generated from it). Importing this package registers every rule."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from .base import (  # noqa: F401
 from . import alb, nlb, fleet, gateway, suppression  # noqa: F401  (registration side effect)
 
 
-_GROUP_ORDER = ("ALB", "NLB", "FLEET", "GW", "SUP")  # the order of RULES.md
+_GROUP_ORDER = ("ALB", "NLB", "FLEET", "GW", "SUP")  # the order of docs/rules.md
 
 
 def all_rules() -> list[Rule]:

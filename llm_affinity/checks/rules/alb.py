@@ -1,4 +1,4 @@
-"""Routing layer, Application Load Balancer (RULES.md ALB001–ALB011)."""
+"""Routing layer, Application Load Balancer (docs/rules.md ALB001–ALB011)."""
 
 from __future__ import annotations
 

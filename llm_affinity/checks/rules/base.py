@@ -19,7 +19,7 @@ from ..severity import SEVERITIES, SEVERITY_RANK  # noqa: F401  (re-exported)
 LAYERS = ("routing", "engine", "tool-session", "meta")
 
 #: Failure-mode codes a rule's ``failure_mode`` starts with ("FM2: ..."): FM1–FM6 and AP1–AP5
-#: are the failure modes and anti-patterns of the reference chapter (RULES.md); API marks a
+#: are the failure modes and anti-patterns of the reference chapter (docs/rules.md); API marks a
 #: configuration the API rejects; OPS, SLI, SEC and META cover operations, measurability,
 #: security and the tool's own input. SARIF carries the code as a tag.
 FAILURE_MODES = {

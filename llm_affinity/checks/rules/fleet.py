@@ -1,4 +1,4 @@
-"""Engine and fleet (RULES.md FLEET001–FLEET008).
+"""Engine and fleet (docs/rules.md FLEET001–FLEET008).
 
 Fleet rules judge only compute that serves inference through a load balancer (see
 :mod:`..serving`): a GPU Auto Scaling group attached to nothing is not an inference fleet."""

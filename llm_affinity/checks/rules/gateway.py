@@ -1,4 +1,4 @@
-"""Tool-session layer, AgentCore Gateway MCP sessions (RULES.md GW001–GW004).
+"""Tool-session layer, AgentCore Gateway MCP sessions (docs/rules.md GW001–GW004).
 
 Gateway sessions reuse MCP *target* connections; they are not inference affinity. These rules
 keep the two layers apart."""

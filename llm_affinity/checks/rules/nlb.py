@@ -1,4 +1,4 @@
-"""Routing layer, Network Load Balancer (RULES.md NLB001–NLB003)."""
+"""Routing layer, Network Load Balancer (docs/rules.md NLB001–NLB003)."""
 
 from __future__ import annotations
 
