@@ -63,6 +63,8 @@ def _wl(**keys) -> Workload:
     ({"regions": 2}, "lmcache_shared_kv", "2 regions"),
     ({"instance_churn_per_hour": 4, "instances": 4, "turns": 30}, "lmcache_shared_kv", "13% chance to lose"),
     ({"instance_churn_per_hour": 0.1, "instances": 4, "turns": 5}, "alb_lb_cookie", "ALB"),
+    ({"instance_churn_per_hour": 1, "instances": 8, "turns": 5}, "lmcache_shared_kv", "frequent restarts"),
+    ({"instance_churn_per_hour": 0.9, "instances": 8, "turns": 5}, "alb_lb_cookie", "ALB"),
     ({"kv_capacity_tokens": 20000, "turns": 20}, "lmcache_shared_kv", "contexts up to"),
     ({"kv_capacity_tokens": 0, "turns": 200}, "alb_lb_cookie", "ALB"),
     ({"system_tokens": 6000, "kv_capacity_tokens": 20000, "turns": 2}, "lmcache_shared_kv", "system prompt 6,000"),

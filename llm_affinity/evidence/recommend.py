@@ -11,7 +11,8 @@ Rows are tried in this order; the first that matches wins (docs/simulate.md has 
 2. ``sglang_cache_aware`` — the engine is SGLang (``engine: sglang``): its cache-aware
    balancer is built for RadixAttention.
 3. ``lmcache_shared_kv`` — losing a session's KV is likely or unavoidable: instance churn gives
-   a session at least a 10 % chance to lose its instance during its life, or ``regions > 1``,
+   a session at least a 10 % chance to lose its instance during its life, or the fleet loses
+   an instance at least once an hour (``instance_churn_per_hour >= 1``), or ``regions > 1``,
    or contexts too long to keep per instance (one session's context >= half an instance's KV
    capacity, or a shared system prompt >= a quarter of it). Sticky routing cannot keep what
    the instance loses; a shared KV layer can.
@@ -40,6 +41,10 @@ ROWS = ("alb_lb_cookie", "alb_app_cookie", "nlb_source_ip", "ray_prefix_aware", 
 TOOL_ROW = "agentcore_gateway_sessions"
 #: Chance that a session loses its instance during its life above which shared KV pays.
 LOSS_CHANCE = 0.10
+#: Fleet-wide instance replacements per hour at or above which restarts count as "frequent" in
+#: the decision table's sense whatever the session length: a GPU fleet that loses an instance
+#: every hour keeps re-warming caches, and a long agent workflow spans several of those losses.
+FREQUENT_CHURN_PER_HOUR = 1.0
 #: A simulated TTFT p95 above this says the fleet is too small for the load (noted in the reason).
 SATURATED_MS = 10_000.0
 
@@ -98,9 +103,10 @@ def decide(wl: Workload) -> tuple[str, str, list[dict[str, str]]]:
     f = facts(wl)
     why: dict[str, str] = {}
     lmcache_reasons = []
-    if f.loss_chance >= LOSS_CHANCE:
-        lmcache_reasons.append(f"instance churn ({wl.instance_churn_per_hour:g}/h over {wl.instances} instances) gives a "
-                               f"session a {100 * f.loss_chance:.0f}% chance to lose its instance during its "
+    if f.loss_chance >= LOSS_CHANCE or wl.instance_churn_per_hour >= FREQUENT_CHURN_PER_HOUR:
+        lmcache_reasons.append(f"instance churn ({wl.instance_churn_per_hour:g}/h over {wl.instances} instances"
+                               f"{': frequent restarts' if wl.instance_churn_per_hour >= FREQUENT_CHURN_PER_HOUR else ''}"
+                               f") gives a session a {100 * f.loss_chance:.0f}% chance to lose its instance during its "
                                f"~{f.session_lifetime_s:.0f} s life")
     if wl.regions > 1:
         lmcache_reasons.append(f"{wl.regions} regions: no load balancer keeps a session's KV across regions")
