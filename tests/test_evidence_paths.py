@@ -47,3 +47,17 @@ def test_alb_log_path_agrees_with_the_telemetry_path(tmp_path, capsys, stickines
     # Tokens exist only in telemetry; the log path says null, never a number it cannot know.
     assert all(t["hit_rate"] is None and t["prompt_tokens"] is None for t in from_logs["per_turn"])
     assert from_raw["per_turn"][-1]["hit_rate"] > 0
+
+
+def test_shared_cookie_jar_reads_as_pinned_in_probe_and_sli(tmp_path, capsys):
+    """The anti-pattern's signature (one jar for every session: one hot instance) gets the same
+    verdict from both commands, which share one classifier."""
+    raw = tmp_path / "raw.jsonl"
+    with Lab(tmp_path / "lab", instances=3, stickiness="lb_cookie") as lab:
+        code = main(["probe", lab.base_url, "--sessions", "6", "--turns", "4", "--cookies", "shared",
+                     "--think-time", "0.3", "--raw", str(raw)])
+        probe_text = capsys.readouterr().out
+    assert code == 0
+    assert probe_text.splitlines()[-1].startswith("verdict: PINNED")
+    assert main(["sli", str(raw)]) == 0
+    assert "verdict: PINNED" in capsys.readouterr().out

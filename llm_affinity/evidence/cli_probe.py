@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any
 
+from .report import affinity_state
+
 HELP = "drive synthetic multi-turn sessions through a front: stickiness and cache hit rate per turn"
 DESCRIPTION = (
     "Drive --sessions synthetic agent sessions of --turns turns through an OpenAI-compatible API "
@@ -24,8 +26,6 @@ DESCRIPTION = (
 )
 API_KEY_ENV = ("LLM_AFFINITY_API_KEY", "OPENAI_API_KEY")
 EXIT_OK, EXIT_BELOW, EXIT_FAILED = 0, 1, 2
-#: Stability at or above which the verdict calls the front sticky (no --expect-stability).
-STICKY = 0.99
 
 
 def _bounded(kind: type, low: float, high: float | None, what: str) -> Any:
@@ -219,10 +219,11 @@ def judge(report: dict[str, Any], expect_stability: float | None,
         head = f"FAILED: {len(report['errors'])} request(s) failed"
     elif expect_stability is not None or expect_hit_rate is not None:
         head = "FAIL" if failures else "PASS"
-    elif stability is None:
-        head = "UNKNOWN stickiness"
     else:
-        head = "STICKY" if stability >= STICKY else "NOT STICKY"
+        head = {"unknown": "UNKNOWN stickiness", "sticky": "STICKY", "mostly sticky": "MOSTLY STICKY",
+                "not sticky": "NOT STICKY",
+                "pinned": "PINNED (one instance takes most sessions: a shared cookie jar or client?)",
+                }[affinity_state(report)]
     moves = report["moves_per_session"]
     parts = [f"stability {_num(stability)}"]
     if moves is not None:

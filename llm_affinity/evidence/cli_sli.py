@@ -18,6 +18,8 @@ import sys
 import tempfile
 from typing import Any
 
+from .report import affinity_state
+
 HELP = "compute the affinity SLIs from telemetry JSONL, ALB access logs and vLLM /metrics"
 DESCRIPTION = (
     "Compute one SLI report (stability, moves per session, imbalance, hit rate and TTFT per turn, "
@@ -285,16 +287,16 @@ def verdict(report: dict[str, Any]) -> str:
     stability = report["stability"]
     hit = overall_hit_rate(report)
     hit_text = f"; cache hit rate {hit:.1%}" if hit is not None else ""
-    instances = report["instances"]
-    if stability is None:
+    state = affinity_state(report)
+    if state == "unknown":
         return ("verdict: unknown - no session had two requests with known instances (ALB logs need "
                 f"--session-query; telemetry needs the instance header){hit_text}")
-    if len(instances) > 1 and report["imbalance"] is not None and report["imbalance"] >= 0.8 * len(instances) > 1:
+    if state == "pinned":
         return (f"verdict: PINNED - sessions stay put ({stability:.1%}) but one instance takes "
                 f"{report['imbalance']:.2f}x the mean load (a shared cookie or client?){hit_text}")
-    if stability >= 0.99:
+    if state == "sticky":
         return f"verdict: sticky - {stability:.1%} of consecutive same-session requests stayed on one instance{hit_text}"
-    if stability >= 0.9:
+    if state == "mostly sticky":
         return f"verdict: mostly sticky - {stability:.1%} stayed, {report['moves_per_session']:.2f} moves per session{hit_text}"
     return (f"verdict: NOT sticky - only {stability:.1%} of consecutive same-session requests stayed on one "
             f"instance ({report['moves_per_session']:.2f} moves per session){hit_text}")

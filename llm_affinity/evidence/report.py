@@ -164,6 +164,26 @@ class SliAccumulator:
         }
 
 
+#: Stability at or above which a front is called sticky, and "mostly sticky".
+STICKY, MOSTLY_STICKY = 0.99, 0.9
+#: A front is "pinned" (hot replica) when one instance takes at least this share of N x mean.
+PINNED_SHARE = 0.8
+
+
+def affinity_state(report: dict[str, Any]) -> str:
+    """One word for the verdicts of probe and sli: ``unknown``, ``pinned`` (sessions stay put
+    but one instance takes nearly everything: a shared cookie jar or NAT'd clients), ``sticky``,
+    ``mostly sticky`` or ``not sticky``."""
+    stability, instances, imbalance = report["stability"], report["instances"], report["imbalance"]
+    if stability is None:
+        return "unknown"
+    if len(instances) > 1 and imbalance is not None and imbalance >= PINNED_SHARE * len(instances):
+        return "pinned"
+    if stability >= STICKY:
+        return "sticky"
+    return "mostly sticky" if stability >= MOSTLY_STICKY else "not sticky"
+
+
 def build_report(records: Iterable[Record], source: str, *, errors: list[dict[str, str]] | None = None,
                  stickiness_duration_s: float | None = None) -> dict[str, Any]:
     """The report of a set of records (sorted here by request time, then turn)."""
