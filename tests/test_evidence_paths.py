@@ -54,7 +54,7 @@ def test_shared_cookie_jar_reads_as_pinned_in_probe_and_sli(tmp_path, capsys):
     verdict from both commands, which share one classifier."""
     raw = tmp_path / "raw.jsonl"
     with Lab(tmp_path / "lab", instances=3, stickiness="lb_cookie") as lab:
-        code = main(["probe", lab.base_url, "--sessions", "6", "--turns", "4", "--cookies", "shared",
+        code = main(["probe", lab.base_url, "--sessions", "6", "--turns", "8", "--cookies", "shared",
                      "--think-time", "0.3", "--raw", str(raw)])
         probe_text = capsys.readouterr().out
     assert code == 0
