@@ -265,7 +265,7 @@ class AlbFront:
         self.session_query = session_query
         self.extra_fields = extra_fields
         self.log_path = Path(log_path)
-        self.served: list[FrontRecord] = []
+        self._served: list[FrontRecord] = []
         self._lock = threading.Lock()
         # Requests accepted but not yet logged: a real ALB writes the line after the response,
         # so readers wait for this to reach zero (settle()) before they read the log.
@@ -372,7 +372,14 @@ class AlbFront:
         record = FrontRecord(received, session, tkey, target.instance_id if tkey and target else None, status, repinned)
         with self._lock:
             self._log.write(line)
-            self.served.append(record)
+            self._served.append(record)
+
+    @property
+    def served(self) -> list[FrontRecord]:
+        """Every request the front handled, once each has been logged (see :meth:`settle`)."""
+        self.settle()
+        with self._lock:
+            return list(self._served)
 
     def settle(self, timeout: float = 10.0) -> None:
         """Wait until every accepted request has been logged (bounded by ``timeout``)."""
