@@ -189,7 +189,7 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
     if alb:
         order = "ts, instance NULLS LAST"
         columns = "file, ok, ts, session, instance"
-        derived = ", CASE WHEN session IS NOT NULL THEN position END AS turn, CASE WHEN ok THEN 1 ELSE 0 END AS request"
+        derived = ", CASE WHEN session IS NOT NULL THEN nth END AS turn, CASE WHEN ok THEN 1 ELSE 0 END AS request"
         tokens = "CAST(NULL AS BIGINT) AS prompt_tokens, CAST(NULL AS BIGINT) AS cached_tokens"
         sets, skipped_kind = "(), (instance), (turn), (file)", "WHEN GROUPING(file) = 0 AND file IS NOT NULL THEN 'skipped'"
         file_col, bad = "file", "sum(1 - request) AS bad"
@@ -230,17 +230,17 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
         p50, p95 = "ttft.p50", "ttft.p95"
     return f"""WITH paired AS (
   SELECT {columns},
-         ROW_NUMBER() {window} AS position,
+         ROW_NUMBER() {window} AS nth,
          LAG(instance) {window} AS prev_instance,
          LAG(ts) {window} AS prev_ts
   FROM {records}
 ), judged AS (
   SELECT {file_col}, instance, turn, {tokens}, request,
-         CASE WHEN session IS NOT NULL AND position = 1 THEN 1 ELSE 0 END AS first,
+         CASE WHEN session IS NOT NULL AND nth = 1 THEN 1 ELSE 0 END AS opens,
          CASE WHEN {judged} THEN 1 ELSE 0 END AS pair,
          CASE WHEN {judged} AND instance <> prev_instance THEN 1 ELSE 0 END AS moved,
          {expired} AS expired
-  FROM (SELECT {columns}, position, prev_instance, prev_ts{derived} FROM paired) AS p
+  FROM (SELECT {columns}, nth, prev_instance, prev_ts{derived} FROM paired) AS p
 ), grouped AS (
   SELECT CASE WHEN GROUPING(instance) = 1 AND GROUPING(turn) = 1{" AND GROUPING(file) = 1" if alb else ""} THEN 'summary'
               WHEN GROUPING(instance) = 0 AND instance IS NOT NULL THEN 'instance'
@@ -248,7 +248,7 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
               {skipped_kind} END AS kind,
          {"file" if alb else null_s} AS file, instance, turn,
          sum(request) AS requests, {bad},
-         sum(first) AS sessions, sum(pair) AS pairs, sum(moved) AS moves, sum(expired) AS expiries,
+         sum(opens) AS sessions, sum(pair) AS pairs, sum(moved) AS moves, sum(expired) AS expiries,
          sum(CASE WHEN {both} THEN prompt_tokens END) AS prompt,
          sum(CASE WHEN {both} THEN cached_tokens END) AS cached,
          sum(CASE WHEN {both} THEN 1 ELSE 0 END) AS token_requests
