@@ -201,6 +201,8 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
         file_col, bad = "CAST(NULL AS VARCHAR) AS file", "0 AS bad"
     window = f"OVER (PARTITION BY session ORDER BY {order})"
     judged = "session IS NOT NULL AND instance IS NOT NULL AND prev_instance IS NOT NULL"
+    # the previous request's time is needed for expiries only (less to carry through the sort)
+    prev_ts = "" if stickiness_duration_s is None else f",\n         LAG(ts) {window} AS prev_ts"
     if stickiness_duration_s is None:
         expired = "0"
         expiries = "CAST(NULL AS BIGINT)"
@@ -231,8 +233,7 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
     return f"""WITH paired AS (
   SELECT {columns},
          ROW_NUMBER() {window} AS nth,
-         LAG(instance) {window} AS prev_instance,
-         LAG(ts) {window} AS prev_ts
+         LAG(instance) {window} AS prev_instance{prev_ts}
   FROM {records}
 ), judged AS (
   SELECT {file_col}, instance, turn, {tokens}, request,
@@ -240,7 +241,7 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
          CASE WHEN {judged} THEN 1 ELSE 0 END AS pair,
          CASE WHEN {judged} AND instance <> prev_instance THEN 1 ELSE 0 END AS moved,
          {expired} AS expired
-  FROM (SELECT {columns}, nth, prev_instance, prev_ts{derived} FROM paired) AS p
+  FROM (SELECT {columns}, nth, prev_instance{', prev_ts' if prev_ts else ''}{derived} FROM paired) AS p
 ), grouped AS (
   SELECT CASE WHEN GROUPING(instance) = 1 AND GROUPING(turn) = 1{" AND GROUPING(file) = 1" if alb else ""} THEN 'summary'
               WHEN GROUPING(instance) = 0 AND instance IS NOT NULL THEN 'instance'
