@@ -158,6 +158,8 @@ class Engine:
         if not self.has_parsed:
             return self._fetch(sql.report_sql("records", stickiness_duration_s=stickiness_duration_s))
         paths = [f.path for f in self._alb_files]
+        self._forget_rejects()
+        self._load_errors = []
         if paths:
             try:
                 return self._fetch(sql.report_sql(f"({self._parse_sql(paths)})", alb=True,
@@ -167,12 +169,15 @@ class Engine:
         # one by one into a table: each file's failure is one error, damaged gzip is salvaged
         self.con.execute("CREATE OR REPLACE TEMP TABLE parsed (file VARCHAR, ok BOOLEAN, ts DOUBLE, "
                          "session VARCHAR, instance VARCHAR, status BIGINT)")
-        for table in ("alb_rejects", "alb_reject_scans"):  # counted again, file by file
-            self.con.execute(f"DROP TABLE IF EXISTS {table}")
-        self._load_errors = []
+        self._forget_rejects()  # counted again, file by file
         for log in self._alb_files:
             self._load_errors += self._load_one(log)
         return self._fetch(sql.report_sql("parsed", alb=True, stickiness_duration_s=stickiness_duration_s))
+
+    def _forget_rejects(self) -> None:
+        """Drop the CSV reader's reject tables (each scan appends to them; one count per report)."""
+        for table in ("alb_rejects", "alb_reject_scans"):
+            self.con.execute(f"DROP TABLE IF EXISTS {table}")
 
     def _fetch(self, query: str) -> list[dict[str, Any]]:
         cursor = self.con.execute(query)
