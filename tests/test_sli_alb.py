@@ -286,7 +286,7 @@ def test_shared_cookie_signature_is_pinned(tmp_path, capsys):
 
 def test_engine_report_is_repeatable(tmp_path):
     """The files are read by the report statement itself: a second report reads them again and
-    counts skipped (and undecodable) lines once, not twice."""
+    counts skipped lines (here a connection-log line and one with undecodable bytes) once."""
     from llm_affinity.evidence.alb_logs import discover
     from llm_affinity.evidence.sql_duckdb import Engine
 
