@@ -282,3 +282,25 @@ def test_shared_cookie_signature_is_pinned(tmp_path, capsys):
     assert text.strip().splitlines()[-1] == (
         "verdict: PINNED - sessions stay put (100.0%) but one instance takes 2.86x the mean load "
         "(a shared cookie or client?)")
+
+
+def test_engine_report_is_repeatable(tmp_path):
+    """The files are read by the report statement itself: a second report reads them again and
+    counts skipped lines (here a connection-log line and one with undecodable bytes) once."""
+    from llm_affinity.evidence.alb_logs import discover
+    from llm_affinity.evidence.sql_duckdb import Engine
+
+    write(str(tmp_path / "logs" / "a.log"), ground_truth_lines() + [CONNECTION_LOG_LINE])
+    (tmp_path / "logs" / "b.log").write_bytes("".join(ground_truth_lines()).encode() + b"https \xff\xfe\n")
+    files, errors = discover([str(tmp_path / "logs")], workdir=str(tmp_path))
+    engine = Engine(str(tmp_path))
+    try:
+        engine.load_alb(files, "llm_session")
+        first = engine.report("alb-logs", errors=errors, stickiness_duration_s=60.0)
+        second = engine.report("alb-logs", errors=errors, stickiness_duration_s=60.0)
+    finally:
+        engine.close()
+    assert first == second
+    # the same 4 sessions in both files: 32 requests, s4 moves once (after its idle gap)
+    assert (first["requests"], first["sessions"], first["expiries"]) == (32, 4, 1)
+    assert [e["message"] for e in first["errors"]] == ["1 lines skipped: not ALB access log lines"] * 2

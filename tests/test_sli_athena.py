@@ -73,7 +73,7 @@ def test_athena_call_path(tmp_path, capsys, monkeypatch):
     assert query == athena.report_query(table, "llm_session", first_day=first, last_day=last, stickiness_duration_s=60.0)
     assert f"WHERE day BETWEEN '{first}' AND '{last}'" in query
     # the same report SQL as DuckDB, with the Athena spellings of the dialect spots
-    assert sql.report_sql("records", stickiness_duration_s=60.0, skipped="parsed").removeprefix("WITH ") in query
+    assert sql.report_sql("parsed", stickiness_duration_s=60.0, alb=True).removeprefix("WITH ") in query
     assert "to_unixtime(try(from_iso8601_timestamp(created)))" in query
     assert "NULLIF(split_part(line, ' ', 9), '') AS status" in query and "try(url_decode(" in query
     assert contexts[1]["Database"] == "logs"
@@ -159,7 +159,8 @@ def test_print_sql_runs_nothing(capsys):
 def test_print_sql_local(capsys):
     assert main(["sli", "--alb-logs", "logs/", "--session-query", "k", "--print-sql"]) == 0
     text = capsys.readouterr().out
-    assert "-- DuckDB: records -> report rows" in text and "epoch(TRY_CAST(created AS TIMESTAMP))" in text
+    assert "-- DuckDB: ALB access-log files -> parsed lines -> report rows" in text
+    assert "epoch(TRY_CAST(created AS TIMESTAMP))" in text and "GROUPING SETS" in text
 
 
 def test_log_location():

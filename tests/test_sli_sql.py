@@ -111,3 +111,48 @@ def test_bad_telemetry_lines_are_one_error_per_file(tmp_path, capsys):
         {"input": str(tmp_path / "empty.jsonl"), "message": "no telemetry records in this file"},
         {"input": str(tmp_path), "message": "is a folder: give telemetry .jsonl files"},
     ]
+
+
+parsed_lines_strategy = st.lists(
+    st.tuples(
+        st.sampled_from([True, True, True, False]),  # an ALB access line, or a line of another kind
+        st.sampled_from([0.0, 0.001, 0.5, 1.0, 7.0, 60.0, 61.5]),
+        st.one_of(st.none(), st.sampled_from(["a", "b", "c"])),
+        st.one_of(st.none(), st.sampled_from(["10.0.1.1:80", "10.0.2.2:80", "10.0.3.3:80"])),
+        st.sampled_from(["f1.log.gz", "f2.log.gz"]),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(lines=parsed_lines_strategy, duration=st.one_of(st.none(), st.sampled_from([0.0, 0.5, 30.0])))
+def test_alb_sql_equals_build_report(lines, duration):
+    """The ALB form of the report SQL (one window pass, turns numbered inside it) gives exactly
+    build_report of the records the ALB lines stand for: the turn is the request's position in
+    its session by request time, ties by instance (unknown last); other lines are only counted."""
+    from collections import Counter
+
+    from llm_affinity.evidence import sql
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE parsed (file VARCHAR, ok BOOLEAN, ts DOUBLE, session VARCHAR, instance VARCHAR, "
+                "status BIGINT)")
+    # the shape alb_parse_sql gives: file only on lines that are not ok, the rest only on ok lines
+    for ok, ts, s, i, f in lines:
+        con.execute("INSERT INTO parsed VALUES (?, ?, ?, ?, ?, ?)",
+                    (None, True, ts, s, i, 200) if ok else (f, False, None, None, None, None))
+    cursor = con.execute(sql.report_sql("parsed", alb=True, stickiness_duration_s=duration))
+    names = [d[0] for d in cursor.description]
+    got, skipped = sql.rows_to_report([dict(zip(names, row)) for row in cursor.fetchall()], "alb-logs",
+                                      errors=[], stickiness_duration_s=duration)
+    records, position = [], Counter()
+    for ok, ts, s, i, _ in sorted((x for x in lines if x[0]), key=lambda x: (x[1], x[3] is None, x[3] or "")):
+        turn = None
+        if s is not None:
+            position[s] += 1
+            turn = position[s]
+        records.append(Record(ts=ts, session=s, turn=turn, instance=i, prompt_tokens=None, cached_tokens=None,
+                              ttft_ms=None, status=200))
+    assert got == build_report(records, "alb-logs", stickiness_duration_s=duration)
+    assert skipped == dict(Counter(f for ok, _, _, _, f in lines if not ok))

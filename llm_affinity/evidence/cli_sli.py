@@ -243,11 +243,10 @@ def _sql_text(args: argparse.Namespace) -> str:
                                                          stickiness_duration_s=args.stickiness_duration) + ";"]
     elif args.alb_logs:
         fields = sql.duckdb_fields_sql("[<the .log/.gz files>]")
-        parts += ["-- DuckDB: ALB access-log files -> parsed (one scan of all files)",
-                  "CREATE TEMP TABLE parsed AS " + sql.alb_parse_sql(fields, args.session_query, sql.DUCKDB) + ";",
-                  "-- DuckDB: parsed -> records", "CREATE TEMP TABLE records AS " + sql.alb_records_sql("parsed") + ";",
-                  "-- DuckDB: records -> report rows",
-                  sql.report_sql("records", stickiness_duration_s=args.stickiness_duration, skipped="parsed") + ";"]
+        parsed = "(" + sql.alb_parse_sql(fields, args.session_query, sql.DUCKDB) + ")"
+        parts += ["-- DuckDB: ALB access-log files -> parsed lines -> report rows, one statement "
+                  "(one streaming scan of all files)",
+                  sql.report_sql(parsed, stickiness_duration_s=args.stickiness_duration, alb=True) + ";"]
     elif args.telemetry:
         parts += ["-- DuckDB: telemetry JSONL -> records (read_json, newline_delimited), then records -> report rows",
                   sql.report_sql("records", stickiness_duration_s=args.stickiness_duration) + ";"]

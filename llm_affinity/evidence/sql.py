@@ -6,18 +6,18 @@ Layers, each a ``SELECT`` over a relation named by its caller:
    :func:`duckdb_fields_sql` tokenizes log files with DuckDB's CSV reader (C speed);
    :func:`fields_from_lines_sql` cuts whole lines (Athena's one-column table) with
    ``split_part``. Both give the same rows (tested).
-2. :func:`alb_parse_sql` — fields to ``(file, ok, ts, session, instance, status)``;
-   :func:`alb_records_sql` — to the ``records`` shape (``ts, session, turn, instance,
-   prompt_tokens, cached_tokens, ttft_ms, status, seq``): the turn is the request's position in
-   its session by request time; tokens and TTFT are unknown to an ALB (``NULL``).
-3. :func:`report_sql` — ``records`` to the report rows (one ``summary`` row, one ``instance``
-   row per instance, one ``turn`` row per turn number, and for ALB sources one ``skipped`` row
-   per file with lines that are not ALB access-log lines). It reproduces
-   :func:`llm_affinity.evidence.report.build_report` exactly: records ordered by ``ts``, then
-   ``turn`` (unknown last), then ``seq`` (input order); ratios in DOUBLE with the same operation
-   order; percentiles by the same linear interpolation (numpy's default, DuckDB's
-   ``quantile_cont``) spelled with window functions, because Athena only has
-   ``approx_percentile``.
+2. :func:`alb_parse_sql` — fields to ``(file, ok, ts, session, instance, status)``, shared.
+3. :func:`report_sql` — telemetry ``records`` (or, with ``alb=True``, parsed ALB lines) to the
+   report rows (one ``summary`` row, one ``instance`` row per instance, one ``turn`` row per turn
+   number, and for ALB sources one ``skipped`` row per file with lines that are not ALB
+   access-log lines), in one scan of its input: one window pass over the sessions (``LAG`` for
+   pairs, moves and expiries; ``ROW_NUMBER`` for sessions and, for ALB lines, the turn: the
+   request's position in its session by request time) and one ``GROUPING SETS`` aggregation.
+   It reproduces :func:`llm_affinity.evidence.report.build_report` exactly: records ordered by
+   ``ts``, then ``turn`` (unknown last), then ``seq`` (input order); ratios in DOUBLE with the
+   same operation order; percentiles by the same linear interpolation (numpy's default,
+   DuckDB's ``quantile_cont``) spelled with window functions, because Athena only has
+   ``approx_percentile``. Tokens and TTFT are unknown to an ALB (``NULL``).
 
 The dialects differ in a few spots, kept in :data:`_DIALECT`: timestamp parsing, URL decoding,
 and ``split_part``/``regexp_extract`` returning ``''`` (DuckDB) or ``NULL`` (Trino) when there
@@ -157,20 +157,6 @@ FROM (
 ) AS checked"""
 
 
-def alb_records_sql(parsed: str) -> str:
-    """Parsed ALB lines (the ``ok`` ones) to records. ``turn`` = position of the request in its
-    session by request time (ties by instance, so both engines number them alike); unknown
-    without a session. Tokens and TTFT: NULL, an ALB cannot know them."""
-    return f"""SELECT ts, session,
-       CASE WHEN session IS NOT NULL
-            THEN ROW_NUMBER() OVER (PARTITION BY session ORDER BY ts, instance NULLS LAST) END AS turn,
-       instance,
-       CAST(NULL AS BIGINT) AS prompt_tokens, CAST(NULL AS BIGINT) AS cached_tokens,
-       CAST(NULL AS DOUBLE) AS ttft_ms, status, CAST(0 AS BIGINT) AS seq
-FROM {parsed}
-WHERE ok"""
-
-
 def _double(value: float) -> str:
     # A string cast parses the shortest round-trip repr exactly in both engines.
     return f"CAST({_literal(repr(float(value)))} AS DOUBLE)"
@@ -186,98 +172,119 @@ def _percentile(q: int) -> tuple[str, str]:
     return pos, agg
 
 
-def report_sql(records: str, *, stickiness_duration_s: float | None = None,
-               skipped: str | None = None) -> str:
-    """The report rows (columns :data:`REPORT_COLUMNS`) of the relation ``records``.
+def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb: bool = False) -> str:
+    """The report rows (columns :data:`REPORT_COLUMNS`) of the relation ``records``, in ONE scan
+    of it: one window pass over the sessions, one aggregation with ``GROUPING SETS``.
 
-    ``records`` may be a table name or a parenthesised subquery; ``skipped``, when given, is a
-    relation of parsed ALB lines whose ``ok = false`` rows are counted per file.
+    ``records`` may be a table name or a parenthesised subquery with the columns ``ts, session,
+    turn, instance, prompt_tokens, cached_tokens, ttft_ms, seq``. With ``alb=True`` it is instead a relation of parsed ALB lines (the
+    columns of :func:`alb_parse_sql`): only the ``ok`` lines are records, the others are counted
+    per file (``skipped`` rows); the turn is the request's position in its session by request
+    time (ties by instance, unknown last, so every engine numbers alike), tokens and TTFT are
+    unknown (NULL) and the percentile part is left out.
+
+    The one scan matters: the ALB relation is a streaming read of gzip files, and a second
+    reference to it would read and parse every file again.
     """
-    order = "ts, turn NULLS LAST, seq"
-    if stickiness_duration_s is None:
-        expiry = "CAST(NULL AS BIGINT)"
+    if alb:
+        order = "ts, instance NULLS LAST"
+        columns = "file, ok, ts, session, instance"
+        derived = ", CASE WHEN session IS NOT NULL THEN nth END AS turn, CASE WHEN ok THEN 1 ELSE 0 END AS request"
+        tokens = "CAST(NULL AS BIGINT) AS prompt_tokens, CAST(NULL AS BIGINT) AS cached_tokens"
+        sets, skipped_kind = "(), (instance), (turn), (file)", "WHEN GROUPING(file) = 0 AND file IS NOT NULL THEN 'skipped'"
+        file_col, bad = "file", "sum(1 - request) AS bad"
     else:
-        expiry = f"COALESCE(sum(CASE WHEN moved AND ts - prev_ts >= {_double(stickiness_duration_s)} THEN 1 ELSE 0 END), 0)"
+        order = "ts, turn NULLS LAST, seq"
+        columns = "ts, session, turn, instance, prompt_tokens, cached_tokens"
+        derived, tokens = ", 1 AS request", "prompt_tokens, cached_tokens"
+        sets, skipped_kind = "(), (instance), (turn)", ""
+        file_col, bad = "CAST(NULL AS VARCHAR) AS file", "0 AS bad"
+    window = f"OVER (PARTITION BY session ORDER BY {order})"
+    judged = "session IS NOT NULL AND instance IS NOT NULL AND prev_instance IS NOT NULL"
+    # the previous request's time is needed for expiries only (less to carry through the sort)
+    prev_ts = "" if stickiness_duration_s is None else f",\n         LAG(ts) {window} AS prev_ts"
+    if stickiness_duration_s is None:
+        expired = "0"
+        expiries = "CAST(NULL AS BIGINT)"
+    else:
+        expired = (f"CASE WHEN {judged} AND instance <> prev_instance "
+                   f"AND ts - prev_ts >= {_double(stickiness_duration_s)} THEN 1 ELSE 0 END")
+        expiries = "COALESCE(expiries, 0)"
     both = "prompt_tokens IS NOT NULL AND cached_tokens IS NOT NULL"
-    pos50, agg50 = _percentile(50)
-    pos95, agg95 = _percentile(95)
     null_i, null_f, null_s = "CAST(NULL AS BIGINT)", "CAST(NULL AS DOUBLE)", "CAST(NULL AS VARCHAR)"
-    skipped_part = ""
-    if skipped is not None:
-        skipped_part = f"""
-UNION ALL
-SELECT 'skipped', file, {null_i}, count(*), {null_i}, {null_i}, {null_i},
-       {null_f}, {null_f}, {null_f}, {null_f}, {null_f}, {null_f}, {null_i}
-FROM {skipped} WHERE NOT ok GROUP BY file"""
-    return f"""WITH rec AS (
-  SELECT * FROM {records}
-), ordered AS (
-  SELECT session, ts, instance,
-         LAG(instance) OVER (PARTITION BY session ORDER BY {order}) AS prev_instance,
-         LAG(ts) OVER (PARTITION BY session ORDER BY {order}) AS prev_ts
-  FROM rec WHERE session IS NOT NULL
-), judged AS (
-  SELECT session, ts, prev_ts,
-         (instance IS NOT NULL AND prev_instance IS NOT NULL) AS pair,
-         (instance IS NOT NULL AND prev_instance IS NOT NULL AND instance <> prev_instance) AS moved
-  FROM ordered
-), pairs AS (
-  SELECT count(DISTINCT session) AS sessions,
-         COALESCE(sum(CASE WHEN pair THEN 1 ELSE 0 END), 0) AS pairs,
-         COALESCE(sum(CASE WHEN moved THEN 1 ELSE 0 END), 0) AS moves,
-         {expiry} AS expiries
-  FROM judged
-), inst AS (
-  SELECT instance, count(*) AS n FROM rec WHERE instance IS NOT NULL GROUP BY instance
-), inst_stats AS (
-  SELECT max(n) AS top, sum(n) AS total, count(*) AS k FROM inst
-), turns AS (
-  SELECT turn, count(*) AS requests,
-         sum(CASE WHEN {both} THEN prompt_tokens END) AS prompt,
-         sum(CASE WHEN {both} THEN cached_tokens END) AS cached,
-         count(CASE WHEN {both} THEN 1 END) AS token_requests
-  FROM rec WHERE turn IS NOT NULL GROUP BY turn
-), ranked AS (
+    if alb:
+        ttft_cte, ttft_join, p50, p95 = "", "", null_f, null_f
+    else:
+        pos50, agg50 = _percentile(50)
+        pos95, agg95 = _percentile(95)
+        ttft_cte = f""", ranked AS (
   SELECT turn, v, i, n, {pos50} AS p50, {pos95} AS p95
   FROM (
     SELECT turn, ttft_ms AS v,
            ROW_NUMBER() OVER (PARTITION BY turn ORDER BY ttft_ms) - 1 AS i,
            count(*) OVER (PARTITION BY turn) AS n
-    FROM rec WHERE turn IS NOT NULL AND ttft_ms IS NOT NULL
+    FROM {records} WHERE turn IS NOT NULL AND ttft_ms IS NOT NULL
   ) AS samples
 ), ttft AS (
   SELECT turn, {agg50} AS p50, {agg95} AS p95 FROM ranked GROUP BY turn
-)
-SELECT 'summary' AS kind, {null_s} AS name, {null_i} AS turn,
-       (SELECT count(*) FROM rec) AS requests, sessions,
-       {null_i} AS prompt_tokens, {null_i} AS cached_tokens,
-       CASE WHEN pairs > 0 THEN CAST(pairs - moves AS DOUBLE) / pairs END AS stability,
-       CASE WHEN pairs > 0 THEN CAST(moves AS DOUBLE) / sessions END AS moves_per_session,
-       (SELECT CASE WHEN k > 0 THEN top / (CAST(total AS DOUBLE) / k) END FROM inst_stats) AS imbalance,
-       {null_f} AS hit_rate, {null_f} AS ttft_p50_ms, {null_f} AS ttft_p95_ms,
-       expiries
-FROM pairs
-UNION ALL
-SELECT 'instance', instance, {null_i}, n, {null_i}, {null_i}, {null_i},
-       {null_f}, {null_f}, {null_f}, {null_f}, {null_f}, {null_f}, {null_i}
-FROM inst
-UNION ALL
-SELECT 'turn', {null_s}, turns.turn, requests, {null_i},
-       CASE WHEN token_requests > 0 THEN prompt END,
-       CASE WHEN token_requests > 0 THEN cached END,
-       {null_f}, {null_f}, {null_f},
-       CASE WHEN token_requests > 0 AND prompt > 0 THEN CAST(cached AS DOUBLE) / prompt END,
-       ttft.p50, ttft.p95, {null_i}
-FROM turns LEFT JOIN ttft ON ttft.turn = turns.turn{skipped_part}"""
+)"""
+        ttft_join = " LEFT JOIN ttft ON ttft.turn = rows_.turn AND rows_.kind = 'turn'"
+        p50, p95 = "ttft.p50", "ttft.p95"
+    return f"""WITH paired AS (
+  SELECT {columns},
+         ROW_NUMBER() {window} AS nth,
+         LAG(instance) {window} AS prev_instance{prev_ts}
+  FROM {records}
+), judged AS (
+  SELECT {file_col}, instance, turn, {tokens}, request,
+         CASE WHEN session IS NOT NULL AND nth = 1 THEN 1 ELSE 0 END AS opens,
+         CASE WHEN {judged} THEN 1 ELSE 0 END AS pair,
+         CASE WHEN {judged} AND instance <> prev_instance THEN 1 ELSE 0 END AS moved,
+         {expired} AS expired
+  FROM (SELECT {columns}, nth, prev_instance{', prev_ts' if prev_ts else ''}{derived} FROM paired) AS p
+), grouped AS (
+  SELECT CASE WHEN GROUPING(instance) = 1 AND GROUPING(turn) = 1{" AND GROUPING(file) = 1" if alb else ""} THEN 'summary'
+              WHEN GROUPING(instance) = 0 AND instance IS NOT NULL THEN 'instance'
+              WHEN GROUPING(turn) = 0 AND turn IS NOT NULL THEN 'turn'
+              {skipped_kind} END AS kind,
+         {"file" if alb else null_s} AS file, instance, turn,
+         sum(request) AS requests, {bad},
+         sum(opens) AS sessions, sum(pair) AS pairs, sum(moved) AS moves, sum(expired) AS expiries,
+         sum(CASE WHEN {both} THEN prompt_tokens END) AS prompt,
+         sum(CASE WHEN {both} THEN cached_tokens END) AS cached,
+         sum(CASE WHEN {both} THEN 1 ELSE 0 END) AS token_requests
+  FROM judged
+  GROUP BY GROUPING SETS ({sets})
+), rows_ AS (
+  SELECT grouped.*,
+         max(CASE WHEN kind = 'instance' THEN requests END) OVER () AS top,
+         sum(CASE WHEN kind = 'instance' THEN requests END) OVER () AS total,
+         count(CASE WHEN kind = 'instance' THEN 1 END) OVER () AS k
+  FROM grouped WHERE kind IS NOT NULL
+){ttft_cte}
+SELECT rows_.kind,
+       CASE rows_.kind WHEN 'instance' THEN instance WHEN 'skipped' THEN file END AS name,
+       CASE WHEN rows_.kind = 'turn' THEN rows_.turn END AS turn,
+       CASE WHEN rows_.kind = 'skipped' THEN bad ELSE COALESCE(requests, 0) END AS requests,
+       CASE WHEN rows_.kind = 'summary' THEN COALESCE(sessions, 0) END AS sessions,
+       CASE WHEN rows_.kind = 'turn' AND token_requests > 0 THEN prompt END AS prompt_tokens,
+       CASE WHEN rows_.kind = 'turn' AND token_requests > 0 THEN cached END AS cached_tokens,
+       CASE WHEN rows_.kind = 'summary' AND pairs > 0 THEN CAST(pairs - moves AS DOUBLE) / pairs END AS stability,
+       CASE WHEN rows_.kind = 'summary' AND pairs > 0 THEN CAST(moves AS DOUBLE) / sessions END AS moves_per_session,
+       CASE WHEN rows_.kind = 'summary' AND k > 0 THEN top / (CAST(total AS DOUBLE) / k) END AS imbalance,
+       CASE WHEN rows_.kind = 'turn' AND token_requests > 0 AND prompt > 0 THEN CAST(cached AS DOUBLE) / prompt END AS hit_rate,
+       {p50 if alb else f"CASE WHEN rows_.kind = 'turn' THEN {p50} END"} AS ttft_p50_ms,
+       {p95 if alb else f"CASE WHEN rows_.kind = 'turn' THEN {p95} END"} AS ttft_p95_ms,
+       CASE WHEN rows_.kind = 'summary' THEN {expiries} END AS expiries
+FROM rows_{ttft_join}"""
 
 
 def alb_report_sql(lines: str, session_key: str | None, dialect: str, *,
                    stickiness_duration_s: float | None = None) -> str:
-    """The whole ALB pipeline as one statement: lines -> parsed -> records -> report rows."""
+    """The whole ALB pipeline as one statement: lines -> fields -> parsed -> report rows."""
     parse = alb_parse_sql(fields_from_lines_sql(lines, dialect), session_key, dialect)
-    body = report_sql("records", stickiness_duration_s=stickiness_duration_s, skipped="parsed")
-    body = body.removeprefix("WITH ")
-    return (f"WITH parsed AS (\n{parse}\n), records AS (\n{alb_records_sql('parsed')}\n), {body}")
+    body = report_sql("parsed", stickiness_duration_s=stickiness_duration_s, alb=True)
+    return f"WITH parsed AS (\n{parse}\n), {body.removeprefix('WITH ')}"
 
 
 def rows_to_report(rows: list[Mapping[str, Any]], source: str, *, errors: list[dict[str, str]],

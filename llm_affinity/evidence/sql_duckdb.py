@@ -1,9 +1,11 @@
-"""The local engine of `sli`: DuckDB (embedded, no server) loads telemetry JSONL or ALB access
-logs into one ``records`` table and runs :func:`sql.report_sql` on it.
+"""The local engine of `sli`: DuckDB (embedded, no server) runs :func:`sql.report_sql` over
+telemetry JSONL (loaded into a ``records`` table) or over ALB access logs (streamed: one
+statement reads every file with the CSV reader, parses, windows and aggregates; no table).
 
 Memory is bounded by DuckDB's ``memory_limit`` (default 1 GB here; DuckDB spills to a temporary
 directory beyond it) — log lines stream through DuckDB's CSV reader and are never all held by
-Python. duckdb is imported lazily (the CLI starts without it).
+Python; what the session window keeps is a few fields per request. duckdb is imported lazily
+(the CLI starts without it).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ _JSON_COLUMNS = ("{'ts': 'DOUBLE', 'session': 'VARCHAR', 'turn': 'BIGINT', 'inst
 
 
 class Engine:
-    """One DuckDB connection with a ``records`` table (and, for ALB logs, ``parsed``)."""
+    """One DuckDB connection: a ``records`` table (telemetry), or ALB log files read by the report
+    statement itself (``parsed``, a table, only when a damaged file forces reading file by file)."""
 
     def __init__(self, workdir: str, *, memory_limit: str = "1GB", threads: int | None = None) -> None:
         import duckdb
@@ -38,6 +41,9 @@ class Engine:
         self.con.execute(f"CREATE TEMP TABLE records ({_TABLE_COLUMNS})")
         self.has_parsed = False
         self._names: dict[str, str] = {}
+        self._alb_files: list[LogFile] = []
+        self._session_key: str | None = None
+        self._load_errors: list[InputError] = []
 
     # -- telemetry -----------------------------------------------------------------------
     def load_telemetry(self, paths: Sequence[str]) -> list[InputError]:
@@ -97,32 +103,21 @@ class Engine:
 
     # -- ALB access logs -----------------------------------------------------------------
     def load_alb(self, files: Sequence[LogFile], session_key: str | None) -> list[InputError]:
-        """Parse ALB access-log files into ``parsed``; ``records`` becomes a view of them (this
-        replaces any telemetry loaded before: one source per engine). One
-        DuckDB scan reads all files; when it fails (a damaged gzip), the files are read one by
-        one, damaged gzip files are salvaged up to the damage, and each failure is one error."""
-        errors: list[InputError] = []
+        """Use these ALB access-log files as the source (this replaces any telemetry loaded
+        before: one source per engine). Nothing is read yet: :meth:`rows` streams all files
+        through one statement (CSV reader -> parse -> session window -> aggregation), so no line
+        is stored and no file is read twice. Problems with a file are reported by
+        :meth:`report`; the returned list is always empty (kept for the caller's symmetry with
+        :meth:`load_telemetry`)."""
         self._names = {f.path: f.name for f in files}
-        self.con.execute("CREATE OR REPLACE TEMP TABLE parsed (file VARCHAR, ok BOOLEAN, ts DOUBLE, "
-                         "session VARCHAR, instance VARCHAR, status BIGINT)")
+        self._alb_files = list(files)
+        self._session_key = session_key
         self.has_parsed = True
-        if files:
-            try:
-                self._insert_alb([f.path for f in files], session_key)
-            except self.duckdb.Error:
-                self.con.execute("DELETE FROM parsed")
-                for table in ("alb_rejects", "alb_reject_scans"):  # counted again, file by file
-                    self.con.execute(f"DROP TABLE IF EXISTS {table}")
-                for log in files:
-                    errors += self._load_one(log, session_key)
-        # records is a view here: the report's one scan of it is cheaper than writing it out
-        self.con.execute("DROP TABLE IF EXISTS records")
-        self.con.execute(f"CREATE OR REPLACE TEMP VIEW records AS {sql.alb_records_sql('parsed')}")
-        return errors
+        return []
 
-    def _load_one(self, log: LogFile, session_key: str | None) -> list[InputError]:
+    def _load_one(self, log: LogFile) -> list[InputError]:
         try:
-            self._insert_alb([log.path], session_key)
+            self._insert_alb([log.path])
             return []
         except self.duckdb.Error as exc:
             reason = str(exc).splitlines()[0]
@@ -131,7 +126,7 @@ class Engine:
             if salvaged is not None:
                 self._names[salvaged.path] = log.name
                 try:
-                    self._insert_alb([salvaged.path], session_key)
+                    self._insert_alb([salvaged.path])
                     return [InputError(log.name, f"damaged gzip (truncated?): read the {count} complete lines "
                                                  f"before the damage")]
                 except self.duckdb.Error as exc:
@@ -140,10 +135,12 @@ class Engine:
                 return [InputError(log.name, "damaged gzip: no complete line could be read")]
         return [InputError(log.name, f"cannot read: {reason}")]
 
-    def _insert_alb(self, paths: list[str], session_key: str | None) -> None:
+    def _parse_sql(self, paths: list[str]) -> str:
         listing = "[" + ", ".join(sql._literal(p) for p in paths) + "]"
-        fields = sql.duckdb_fields_sql(listing)
-        self.con.execute(f"INSERT INTO parsed {sql.alb_parse_sql(fields, session_key, sql.DUCKDB)}")
+        return sql.alb_parse_sql(sql.duckdb_fields_sql(listing), self._session_key, sql.DUCKDB)
+
+    def _insert_alb(self, paths: list[str]) -> None:
+        self.con.execute(f"INSERT INTO parsed {self._parse_sql(paths)}")
 
     def _rejected(self) -> dict[str, int]:
         try:
@@ -155,8 +152,34 @@ class Engine:
 
     # -- the report ----------------------------------------------------------------------
     def rows(self, stickiness_duration_s: float | None = None) -> list[dict[str, Any]]:
-        query = sql.report_sql("records", stickiness_duration_s=stickiness_duration_s,
-                               skipped="parsed" if self.has_parsed else None)
+        # order-insensitive from here on (the report sorts and aggregates): let DuckDB's
+        # threads work on the files without keeping the input order
+        self.con.execute("SET preserve_insertion_order = false")
+        if not self.has_parsed:
+            return self._fetch(sql.report_sql("records", stickiness_duration_s=stickiness_duration_s))
+        paths = [f.path for f in self._alb_files]
+        self._forget_rejects()
+        self._load_errors = []
+        if paths:
+            try:
+                return self._fetch(sql.report_sql(f"({self._parse_sql(paths)})", alb=True,
+                                                  stickiness_duration_s=stickiness_duration_s))
+            except self.duckdb.Error:
+                pass  # a damaged file: read them one by one below, to say which and keep the rest
+        # one by one into a table: each file's failure is one error, damaged gzip is salvaged
+        self.con.execute("CREATE OR REPLACE TEMP TABLE parsed (file VARCHAR, ok BOOLEAN, ts DOUBLE, "
+                         "session VARCHAR, instance VARCHAR, status BIGINT)")
+        self._forget_rejects()  # counted again, file by file
+        for log in self._alb_files:
+            self._load_errors += self._load_one(log)
+        return self._fetch(sql.report_sql("parsed", alb=True, stickiness_duration_s=stickiness_duration_s))
+
+    def _forget_rejects(self) -> None:
+        """Drop the CSV reader's reject tables (each scan appends to them; one count per report)."""
+        for table in ("alb_rejects", "alb_reject_scans"):
+            self.con.execute(f"DROP TABLE IF EXISTS {table}")
+
+    def _fetch(self, query: str) -> list[dict[str, Any]]:
         cursor = self.con.execute(query)
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row)) for row in cursor.fetchall()]
@@ -170,7 +193,7 @@ class Engine:
             skipped[path] = skipped.get(path, 0) + n
         per_file = [InputError(self._names.get(path, path), f"{n} lines skipped: not ALB access log lines")
                     for path, n in sorted(skipped.items(), key=lambda kv: self._names.get(kv[0], kv[0]))]
-        report["errors"] = [e.as_dict() for e in [*errors, *per_file]]
+        report["errors"] = [e.as_dict() for e in [*errors, *self._load_errors, *per_file]]
         return report
 
     def close(self) -> None:
