@@ -111,6 +111,11 @@ def classify(model: Model) -> None:
             model.serving_unknowns.append((service, missing))
     for tg in model.target_groups:
         tg.serving = _target_group_verdict(model, tg, tagged_tgs, fleet_verdicts)
+        if tg.serving is None:  # an instance registered here whose type is unknown: say so
+            for instance in model.instances_for(tg):
+                _, missing = launch_evidence(instance.launch)
+                if missing and (instance, missing) not in model.serving_unknowns:
+                    model.serving_unknowns.append((instance, missing))
 
 
 def _target_group_verdict(model: Model, tg: Any, tagged_tgs: set, fleet_verdicts: dict) -> Serving | None:
