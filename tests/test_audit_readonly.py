@@ -176,3 +176,15 @@ def test_identity_alone_exits_3_through_the_cli(monkeypatch, capsys):
     assert out["coverage"]["services"] == {
         "us-east-1/elbv2": "denied", "us-east-1/autoscaling": "denied", "us-east-1/ec2": "skipped",
         "us-east-1/ecs": "denied", "us-east-1/cloudwatch": "denied", "us-east-1/bedrock-agentcore-control": "denied"}
+
+
+@pytest.mark.parametrize("missing, key, status", [
+    ("ecs:ListClusters", "us-east-1/ecs", "denied"),
+    ("ecs:DescribeTaskDefinition", "us-east-1/ecs", "partial"),
+    ("ec2:DescribeInstances", "us-east-1/ec2", "partial"),  # the launch templates were read
+])
+def test_new_serving_actions_are_enforced(monkeypatch, missing, key, status):
+    """moto enforces the ECS and instance actions too: each one the policy lists is needed."""
+    _, result = _enforced_audit(monkeypatch, [a for a in _shipped_actions() if a != missing])
+    assert result.coverage["services"][key] == status
+    assert any(missing.split(":")[1] in e.message for e in result.errors if e.input == key)
