@@ -194,3 +194,13 @@ def test_lint_and_audit_give_the_same_findings(serving, tmp_path):
     assert linted == audited
     assert ("FLEET001", "tg_gpu") in linted and ("FLEET001", "tg_ecs") in linted and ("FLEET001", "tg_cp") in linted
     assert sorted((u.rule.id, LOGICAL.get(u.resource.id, u.resource.id), u.value) for u in lint.unknown) == audit_unknown
+
+
+def test_denied_target_health_is_an_unknown(serving):
+    ids, result = serving("elastic-load-balancing-v2.DescribeTargetHealth")
+    assert result.coverage["services"]["us-east-1/elbv2"] == "partial"
+    findings, unknown = _named(ids, evaluate(result.models))
+    assert ("FLEET001", "tg_gpu") not in findings and ("FLEET001", "tg_ecs") in findings
+    assert [u for u in unknown if u[1] in ("tg_gpu", "tg_cpu")] == [
+        ("FLEET001", "tg_cpu", "Targets"), ("FLEET001", "tg_gpu", "Targets")]
+    assert "ec2:DescribeInstances" not in result.coverage["operations"]

@@ -111,7 +111,9 @@ def classify(model: Model) -> None:
             model.serving_unknowns.append((service, missing))
     for tg in model.target_groups:
         tg.serving = _target_group_verdict(model, tg, tagged_tgs, fleet_verdicts)
-        if tg.serving is None:  # an instance registered here whose type is unknown: say so
+        if tg.serving is None:  # targets that could not be known, or an instance of unknown type: say so
+            if any(isinstance(t, Unresolved) for t in tg.target_ids):
+                model.serving_unknowns.append((tg, "Targets"))
             for instance in model.instances_for(tg):
                 _, missing = launch_evidence(instance.launch)
                 if missing and (instance, missing) not in model.serving_unknowns:

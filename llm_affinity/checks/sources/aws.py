@@ -618,16 +618,19 @@ class _Audit:
             if exc is not None:
                 if not _is_not_found(exc):
                     cov_elb.fail(exc, fatal=False, what="registered targets unread")
+                    if id(tg) in wanted:  # what serves there is unknown: listed, never guessed
+                        tg.target_ids = [Unresolved("registered targets could not be read")]
                 continue
             tg.target_count = len(result)
             if id(tg) in wanted:
                 ids_of[id(tg)] = list(dict.fromkeys(d["Target"]["Id"] for d in result if (d.get("Target") or {}).get("Id")))
         instance_ids = sorted({i for ids in ids_of.values() for i in ids})
-        if not instance_ids:
-            return []
         arn = lambda i: B.instance_arn(self.partition, region, self.account, i)  # noqa: E731
         for tg in instance_tgs:
-            tg.target_ids = [arn(i) for i in ids_of.get(id(tg), [])]
+            if id(tg) in ids_of:
+                tg.target_ids = [arn(i) for i in ids_of[id(tg)]]
+        if not instance_ids:
+            return []
         e = self.client("ec2", region)
         found: dict[str, dict] = {}
         unread = False
