@@ -7,7 +7,8 @@ that adds a fixed delay (default 50 ms, a typical AWS API round trip) to every r
 times, side by side, with and without the delay:
 
 * the audit: ``llm_affinity.checks.sources.aws.collect`` (bounded thread pool, default 16);
-* a naive script: the same reads with plain boto3, one call after the other.
+* a naive script: the same reads with plain boto3, one call after the other (including the
+  ECS listing and the registered targets of the groups nothing else explains).
 
 Each run is a fresh subprocess (so peak RSS is the run's own); only the reading is timed, not
 interpreter start-up. Prints times, ratios, API-call counts (with the minimum the issue asks
@@ -117,6 +118,7 @@ def naive(endpoint: str) -> dict:
     ec2 = session.client("ec2", **kw)
     cw = session.client("cloudwatch", **kw)
     gw = session.client("bedrock-agentcore-control", **kw)
+    ecs = session.client("ecs", **kw)
     session.client("sts", **kw).get_caller_identity()
 
     def pages(client, op, key, **params):
@@ -145,8 +147,40 @@ def naive(endpoint: str) -> dict:
                       LaunchTemplateId=t, Versions=["$Default"]) for t in sorted(used)]
     alarms = pages(cw, "describe_alarms", "MetricAlarms")
     gateways = [gw.get_gateway(gatewayIdentifier=g["gatewayId"]) for g in pages(gw, "list_gateways", "items")]
+    # ECS services behind target groups: their task definitions and capacity providers
+    services = []
+    for cluster in pages(ecs, "list_clusters", "clusterArns"):
+        arns = pages(ecs, "list_services", "serviceArns", cluster=cluster)
+        for i in range(0, len(arns), 10):
+            services += ecs.describe_services(cluster=cluster, services=arns[i:i + 10], include=["TAGS"])["services"]
+    behind = [s for s in services if any(lb.get("targetGroupArn") for lb in s.get("loadBalancers") or [])]
+    tasks = [ecs.describe_task_definition(taskDefinition=t) for t in sorted({s["taskDefinition"] for s in behind})]
+    providers = sorted({c["capacityProvider"] for s in behind for c in s.get("capacityProviderStrategy") or []
+                        if c["capacityProvider"] not in ("FARGATE", "FARGATE_SPOT")})
+    if providers:
+        ecs.describe_capacity_providers(capacityProviders=providers)
+    # registered targets of the groups nothing else explains (the same choice as the audit)
+    by_arn = {d["ResourceArn"]: {t["Key"]: t["Value"] for t in d.get("Tags") or []}
+              for page in tags for d in page["TagDescriptions"]}
+    fed = {t for g in groups for t in g.get("TargetGroupARNs") or []}
+    fed |= {lb["targetGroupArn"] for s in services for lb in s.get("loadBalancers") or [] if lb.get("targetGroupArn")}
+    instance_ids = set()
+    for tg in tgs:
+        arn = tg["TargetGroupArn"]
+        role = by_arn.get(arn, {}).get("llm-affinity:role", "").strip().lower()
+        sticky = any(a["Key"] == "stickiness.enabled" and a["Value"] == "true" for a in tg_attrs[arn])
+        if arn in fed:
+            continue
+        if role == "inference" and not sticky:
+            elb.describe_target_health(TargetGroupArn=arn)
+        elif role != "inference" and tg.get("TargetType") == "instance" and tg.get("LoadBalancerArns"):
+            health = elb.describe_target_health(TargetGroupArn=arn)["TargetHealthDescriptions"]
+            instance_ids |= {d["Target"]["Id"] for d in health}
+    ids = sorted(instance_ids)
+    for i in range(0, len(ids), 200):
+        pages(ec2, "describe_instances", "Reservations", Filters=[{"Name": "instance-id", "Values": ids[i:i + 200]}])
     size = (len(lbs), len(tgs), len(lb_attrs), len(tg_attrs), len(tags), len(rules), len(hooks),
-            len(templates), len(versions), len(alarms), len(gateways))
+            len(templates), len(versions), len(alarms), len(gateways), len(services), len(tasks))
     return {"api_calls": calls[0], "sizes": size}
 
 
@@ -262,12 +296,16 @@ def main() -> int:
     pages = sum(ops.get(f"{svc}:{op}", 0) for svc, op in (
         ("elasticloadbalancing", "DescribeLoadBalancers"), ("elasticloadbalancing", "DescribeTargetGroups"),
         ("autoscaling", "DescribeAutoScalingGroups"), ("ec2", "DescribeLaunchTemplates"),
-        ("cloudwatch", "DescribeAlarms"), ("bedrock-agentcore", "ListGateways")))
+        ("cloudwatch", "DescribeAlarms"), ("bedrock-agentcore", "ListGateways"), ("ecs", "ListClusters")))
+    # registered targets: groups a load balancer uses (the first n_lb), no ASG feeds (the first
+    # n_asg), not tagged inference (seed_scale tags sticky groups i % 3 == 0): none registered
+    health = sum(1 for i in range(n_asg, min(n_lb, n_tg)) if not (i % 2 and i % 3 == 0))
     minimum = (pages + n_tg + n_lb + math.ceil((n_tg + n_lb) / 20) + n_lb + n_lb + n_asg
-               + ops.get("ec2:DescribeLaunchTemplateVersions", 0) + 1)
+               + ops.get("ec2:DescribeLaunchTemplateVersions", 0) + health + 1)
     print(f"minimum calls for this account: {minimum} = {pages} list pages (as the server pages them) + "
           f"{n_tg} TG + {n_lb} LB attribute calls + {math.ceil((n_tg + n_lb) / 20)} tag batches of 20 + "
           f"{n_lb} listener + {n_lb} rule lists + {n_asg} hook lists + one version call per launch template "
+          f"+ {health} target-health calls (groups behind a load balancer that nothing else explains) "
           f"+ 1 identity call")
     print("audit calls by action: " + ", ".join(f"{k.split(':')[1]}={v}" for k, v in ops.items()))
     return 0

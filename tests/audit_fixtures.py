@@ -345,3 +345,74 @@ def seed_scale(endpoint_url: str, region: str = "us-east-1", target_groups: int 
             progress()
     c.queue_alarm()
     return {"target_groups": target_groups, "load_balancers": load_balancers, "asgs": asgs}
+
+
+# serving compute the audit must find itself: EC2 instances registered by id, ECS services -----
+
+
+def _instances(c: Clients, subnet: str, instance_type: str, count: int = 2, user_data: str | None = None) -> list[str]:
+    kw: dict[str, Any] = {"ImageId": "ami-12345678", "MinCount": count, "MaxCount": count,
+                          "InstanceType": instance_type, "SubnetId": subnet}
+    if user_data is not None:
+        kw["UserData"] = user_data
+    return [i["InstanceId"] for i in c.ec2.run_instances(**kw)["Instances"]]
+
+
+#: ECS services whose name ends with this get a capacity provider strategy through
+#: :func:`capacity_strategy_hook`: moto 5.2.5 accepts ``capacityProviderStrategy`` on
+#: CreateService but never returns it (AWS does).
+CP_SUFFIX = "-on-capacity"
+
+
+def capacity_strategy_hook(session: Any) -> None:
+    """Make moto's DescribeServices answer carry the strategy AWS would return (see CP_SUFFIX)."""
+
+    def add(parsed=None, **_):
+        for service in (parsed or {}).get("services") or []:
+            if service.get("serviceName", "").endswith(CP_SUFFIX) and not service.get("capacityProviderStrategy"):
+                service["capacityProviderStrategy"] = [{"capacityProvider": "gpu-capacity", "weight": 1, "base": 0}]
+
+    session.events.register("after-call.ecs.DescribeServices", add)
+
+
+def seed_serving(region: str = "us-east-1", endpoint_url: str | None = None) -> dict[str, str]:
+    """Serving compute behind non-sticky target groups of one ALB, none of them tagged:
+    ``tg_gpu`` (two g5.xlarge instances registered by id: FLEET001), ``tg_cpu`` (two t3.micro
+    instances with harmless user data: nothing), ``tg_ecs`` (a vLLM ECS service reserving a GPU,
+    two tasks: FLEET001) and ``tg_cp`` (a plain-image service whose capacity provider's Auto
+    Scaling group runs g5.xlarge, two tasks: FLEET001 — needs :func:`capacity_strategy_hook`)."""
+    c = Clients(region, endpoint_url)
+    kw: dict[str, Any] = {"region_name": region}
+    if endpoint_url:
+        kw["endpoint_url"] = endpoint_url
+    ecs = boto3.client("ecs", **kw)
+    vpc, subnets = c.network()
+    out: dict[str, str] = {"alb": c.lb("serving-alb", subnets)}
+    for port, key in enumerate(("tg_gpu", "tg_cpu", "tg_ecs", "tg_cp"), start=80):
+        out[key] = c.tg(f"serving-{key[3:]}", vpc)
+        c.listener(out["alb"], [out[key]], port=port)
+    ids = _instances(c, subnets[0], "g5.xlarge")
+    c.elb.register_targets(TargetGroupArn=out["tg_gpu"], Targets=[{"Id": i} for i in ids])
+    ids = _instances(c, subnets[0], "t3.micro", user_data="#!/bin/bash\necho hello\n")
+    c.elb.register_targets(TargetGroupArn=out["tg_cpu"], Targets=[{"Id": i} for i in ids])
+    out["cluster"] = ecs.create_cluster(clusterName="serving")["cluster"]["clusterArn"]
+    ecs.register_task_definition(family="vllm", containerDefinitions=[{
+        "name": "vllm", "image": "vllm/vllm-openai:latest", "memory": 16384,
+        "command": ["--model", "meta-llama/Llama-3.1-8B-Instruct"],
+        "resourceRequirements": [{"type": "GPU", "value": "1"}]}])
+    ecs.register_task_definition(family="plain", containerDefinitions=[{
+        "name": "app", "image": "public.ecr.aws/example/app:1", "memory": 512}])
+    out["ecs"] = ecs.create_service(cluster="serving", serviceName="vllm", taskDefinition="vllm", desiredCount=2,
+                                    loadBalancers=[{"targetGroupArn": out["tg_ecs"], "containerName": "vllm",
+                                                    "containerPort": 8000}])["service"]["serviceArn"]
+    out["lt"] = c.launch_template("capacity-lt", "g5.xlarge", None)
+    out["asg"] = c.asg("capacity-asg", subnets, [], template=out["lt"])
+    ecs.create_capacity_provider(name="gpu-capacity", autoScalingGroupProvider={"autoScalingGroupArn": out["asg"]})
+    out["ecs_cp"] = ecs.create_service(
+        cluster="serving", serviceName=f"plain{CP_SUFFIX}", taskDefinition="plain", desiredCount=2,
+        capacityProviderStrategy=[{"capacityProvider": "gpu-capacity", "weight": 1}],
+        loadBalancers=[{"targetGroupArn": out["tg_cp"], "containerName": "app", "containerPort": 8000}],
+    )["service"]["serviceArn"]
+    # a service behind no target group: listed, its task definition not read
+    ecs.create_service(cluster="serving", serviceName="worker", taskDefinition="plain", desiredCount=1)
+    return out

@@ -236,7 +236,7 @@ def test_invalid_region_name(account):
     result = aws.collect(regions=["us-east-1", "not a region!"])
     assert result.reached_any is True
     bad = {k: v for k, v in result.coverage["services"].items() if k.startswith("not a region!")}
-    assert set(bad.values()) == {"error"} and len(bad) == 5
+    assert set(bad.values()) == {"error"} and len(bad) == 6
     assert any("invalid region" in e.message for e in result.errors if e.input.startswith("not a region!"))
     assert "elbv2" in result.models[0].unreadable
 

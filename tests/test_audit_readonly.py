@@ -34,6 +34,7 @@ def recorded():
         def __init__(self, *a, **kw):
             super().__init__(*a, **kw)
             self.events.register("before-call", record)
+            F.capacity_strategy_hook(self)
 
     mp = pytest.MonkeyPatch()
     F.use_fake_credentials(mp)
@@ -41,6 +42,7 @@ def recorded():
     try:
         with mock_aws():
             F.seed_bad("us-east-1")
+            F.seed_serving("us-east-1")  # EC2 instances registered by id, ECS services
             F.seed_good("eu-west-1")
             result = aws.collect(all_regions=True)
             assert result.reached_any
@@ -95,8 +97,15 @@ def _enforced_audit(monkeypatch, actions: list[str], run=None):
     from moto.core.authorization import enable_iam_authentication
 
     F.use_fake_credentials(monkeypatch)
+    class WithCapacity(boto3.session.Session):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            F.capacity_strategy_hook(self)
+
+    monkeypatch.setattr(aws, "SESSION_FACTORY", WithCapacity)
     with mock_aws():
         ids = F.seed_bad()
+        F.seed_serving()
         iam = boto3.client("iam")
         iam.create_user(UserName="auditor")
         doc = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Resource": "*", "Action": [
@@ -118,7 +127,8 @@ def test_shipped_policy_suffices_under_iam_enforcement(monkeypatch):
     _, result = _enforced_audit(monkeypatch, _shipped_actions())
     services = result.coverage["services"]
     assert {k: v for k, v in services.items() if not k.endswith("/bedrock-agentcore-control")} == {
-        "us-east-1/elbv2": "ok", "us-east-1/autoscaling": "ok", "us-east-1/ec2": "ok", "us-east-1/cloudwatch": "ok"}
+        "us-east-1/elbv2": "ok", "us-east-1/autoscaling": "ok", "us-east-1/ec2": "ok", "us-east-1/ecs": "ok",
+        "us-east-1/cloudwatch": "ok"}
     assert all(e.input == "us-east-1/bedrock-agentcore-control" for e in result.errors)
 
 
@@ -146,7 +156,7 @@ def test_identity_alone_is_not_coverage(monkeypatch):
     # (moto rejects AgentCore's signature while enforcing: "denied" there too, for another reason)
     assert services == {
         "us-east-1/elbv2": "denied", "us-east-1/autoscaling": "denied", "us-east-1/ec2": "skipped",
-        "us-east-1/cloudwatch": "denied", "us-east-1/bedrock-agentcore-control": "denied"}
+        "us-east-1/ecs": "denied", "us-east-1/cloudwatch": "denied", "us-east-1/bedrock-agentcore-control": "denied"}
     assert not any(op.startswith("ec2:") for op in result.coverage["operations"])
     assert result.reached_any is False and result.models == []
     by_input = {e.input: e.message for e in result.errors}
@@ -165,4 +175,16 @@ def test_identity_alone_exits_3_through_the_cli(monkeypatch, capsys):
     assert out["findings"] == [] and out["coverage"]["resources_checked"] == 0
     assert out["coverage"]["services"] == {
         "us-east-1/elbv2": "denied", "us-east-1/autoscaling": "denied", "us-east-1/ec2": "skipped",
-        "us-east-1/cloudwatch": "denied", "us-east-1/bedrock-agentcore-control": "denied"}
+        "us-east-1/ecs": "denied", "us-east-1/cloudwatch": "denied", "us-east-1/bedrock-agentcore-control": "denied"}
+
+
+@pytest.mark.parametrize("missing, key, status", [
+    ("ecs:ListClusters", "us-east-1/ecs", "denied"),
+    ("ecs:DescribeTaskDefinition", "us-east-1/ecs", "partial"),
+    ("ec2:DescribeInstances", "us-east-1/ec2", "partial"),  # the launch templates were read
+])
+def test_new_serving_actions_are_enforced(monkeypatch, missing, key, status):
+    """moto enforces the ECS and instance actions too: each one the policy lists is needed."""
+    _, result = _enforced_audit(monkeypatch, [a for a in _shipped_actions() if a != missing])
+    assert result.coverage["services"][key] == status
+    assert any(missing.split(":")[1] in e.message for e in result.errors if e.input == key)

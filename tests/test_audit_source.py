@@ -209,7 +209,7 @@ def test_several_regions_make_one_model(account):
     result = _collect(regions=["us-east-1", "us-west-2"])
     (model,) = result.models
     assert result.coverage["regions"] == ["us-east-1", "us-west-2"]
-    assert len(result.coverage["services"]) == 10
+    assert len(result.coverage["services"]) == 12
     regions = {tg.id: tg.location.region for tg in model.target_groups}
     assert regions[east["tg"]] == "us-east-1" and regions[west["tg_sticky"]] == "us-west-2"
     findings = evaluate([model]).findings
@@ -240,7 +240,9 @@ def test_call_counts_are_minimal(account):
     assert ops["elasticloadbalancing:DescribeListeners"] == 3
     assert ops["elasticloadbalancing:DescribeRules"] == 3
     assert ops["elasticloadbalancing:DescribeTargetGroups"] == 1
-    assert "elasticloadbalancing:DescribeTargetHealth" not in ops
+    # registered targets only of the 3 groups a load balancer uses (nothing reaches the others)
+    assert ops["elasticloadbalancing:DescribeTargetHealth"] == 3
+    assert "ec2:DescribeInstances" not in ops  # none registered
     assert "ec2:DescribeLaunchTemplates" not in ops  # no Auto Scaling group, nothing to resolve
 
 
@@ -257,7 +259,7 @@ def test_ec2_is_not_needed_without_a_launch_template_to_resolve(account, with_gr
     result = _collect()
     assert result.coverage["services"] == {
         "us-east-1/elbv2": "ok", "us-east-1/autoscaling": "ok", "us-east-1/ec2": "not-needed",
-        "us-east-1/cloudwatch": "ok", "us-east-1/bedrock-agentcore-control": "ok"}
+        "us-east-1/ecs": "ok", "us-east-1/cloudwatch": "ok", "us-east-1/bedrock-agentcore-control": "ok"}
     assert not [op for op in result.coverage["operations"] if op.startswith("ec2:")]
     assert result.errors == [] and result.reached_any
     assert "ec2" not in result.models[0].unreadable

@@ -165,3 +165,68 @@ def test_defaults_follow_the_protocol():
     assert N.target_group({"TargetType": "lambda"}).family is None
     assert N.load_balancer({"Type": "network"}).cross_zone is False
     assert N.load_balancer({}).idle_timeout == 60
+
+
+# --- EC2 instances in a target group: Targets in a template, registered by id in an account ----
+
+INSTANCE_TYPES = ["g5.xlarge", "p4d.24xlarge", "inf2.xlarge", "t3.micro", "m5.large"]
+USER_DATA = ["", "#!/bin/bash\necho hello\n", "#!/bin/bash\nvllm serve meta-llama/Llama-3.1-8B-Instruct\n"]
+
+
+def _instance_template(tmp_path, kind: str, count: int, user_data: str, sticky: bool):
+    instance = {"ImageId": "ami-12345678", "InstanceType": kind}
+    if user_data:
+        instance["UserData"] = {"Fn::Base64": user_data}
+    resources = {f"I{i}": {"Type": "AWS::EC2::Instance", "Properties": dict(instance)} for i in range(count)}
+    resources["Tg"] = {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
+        "Protocol": "HTTP", "Port": 8000, "VpcId": "vpc-1", "Targets": [{"Id": {"Ref": f"I{i}"}} for i in range(count)],
+        "TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": str(sticky).lower()}]}}
+    resources["Lb"] = {"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties": {"Type": "application"}}
+    resources["L"] = {"Type": "AWS::ElasticLoadBalancingV2::Listener", "Properties": {
+        "LoadBalancerArn": {"Ref": "Lb"}, "Port": 80, "Protocol": "HTTP",
+        "DefaultActions": [{"Type": "forward", "TargetGroupArn": {"Ref": "Tg"}}]}}
+    path = tmp_path / "i.json"
+    path.write_text(json.dumps({"Resources": resources}), encoding="utf-8")
+    (model,) = load_paths([str(path)]).models
+    return model
+
+
+def _instance_live(kind: str, count: int, user_data: str, sticky: bool):
+    c = F.Clients()
+    vpc, subnets = c.network()
+    tg = c.tg("tg", vpc, attrs={"stickiness.enabled": str(sticky).lower()})
+    c.listener(c.lb("lb", subnets), [tg])
+    kw = {"UserData": user_data} if user_data else {}
+    ids = [i["InstanceId"] for i in c.ec2.run_instances(ImageId="ami-12345678", MinCount=count, MaxCount=count,
+                                                        InstanceType=kind, SubnetId=subnets[0], **kw)["Instances"]]
+    c.elb.register_targets(TargetGroupArn=tg, Targets=[{"Id": i} for i in ids])
+    (model,) = aws.collect(regions=["us-east-1"]).models
+    return model
+
+
+def _instance_view(model):
+    """What the serving code and the rules see, without the ids (logical ids vs ARNs)."""
+    (tg,) = model.target_groups
+    hosts = model.instances_for(tg)
+    report = evaluate([model])
+    return {
+        "settings": tg.settings, "target_count": tg.target_count, "serving": tg.serving is not None,
+        "reason": tg.serving.reason.split(": ", 1)[1] if tg.serving else None,
+        "launch": sorted((tuple(c.value for c in h.launch.instance_types), h.launch.accelerators) for h in hosts),
+        "findings": sorted((f.rule.id, f.resource.type) for f in report.findings),
+        "unknown": sorted((u.rule.id, u.resource.type, u.value) for u in report.unknown),
+    }
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck),
+          phases=[Phase.explicit, Phase.generate], database=None)
+@given(st.sampled_from(INSTANCE_TYPES), st.integers(1, 3), st.sampled_from(USER_DATA), st.booleans())
+def test_template_targets_and_registered_instances_give_identical_models(
+        tmp_path_factory, monkeypatch_module, kind, count, user_data, sticky):
+    template = _instance_template(tmp_path_factory.mktemp("i"), kind, count, user_data, sticky)
+    with mock_aws():
+        live = _instance_live(kind, count, user_data, sticky)
+    assert _instance_view(live) == _instance_view(template)
+    if kind.startswith("t3") or kind.startswith("m5"):  # user data decides: read on both sides
+        hosts = live.instances_for(live.target_groups[0])
+        assert [h.user_data for h in hosts] == [user_data or None] * count

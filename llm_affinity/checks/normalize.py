@@ -342,6 +342,40 @@ def decode_base64_user_data(text: str) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
+# --- ECS ----------------------------------------------------------------------------------------
+
+
+def task_definition(containers: Any) -> tuple[Any, list[str]]:
+    """``ContainerDefinitions`` of an ``AWS::ECS::TaskDefinition`` → (GPUs reserved: True,
+    False or Unresolved; images, commands and entry points as text). The live source reshapes
+    ``DescribeTaskDefinition``'s ``containerDefinitions`` into this shape first."""
+    if not isinstance(containers, list):
+        return Unresolved("ContainerDefinitions not resolvable"), []
+    gpu: Any = False
+    commands: list[str] = []
+    for c in containers:
+        if not isinstance(c, dict):
+            continue
+        for req in c.get("ResourceRequirements") or []:
+            if isinstance(req, dict) and isinstance(req.get("Type"), str) and req["Type"].upper() == "GPU":
+                gpu = True
+        for key in ("Image", "Command", "EntryPoint"):
+            text = command_text(c.get(key))
+            if text:
+                commands.append(text)
+    return gpu, commands
+
+
+def command_text(value: Any) -> str | None:
+    """An image, a command or an entry point (text or a list of words) as one line of text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = [p for p in value if isinstance(p, str)]
+        return " ".join(parts) if parts else None
+    return None
+
+
 # --- AgentCore Gateway --------------------------------------------------------------------------
 
 

@@ -111,6 +111,13 @@ def classify(model: Model) -> None:
             model.serving_unknowns.append((service, missing))
     for tg in model.target_groups:
         tg.serving = _target_group_verdict(model, tg, tagged_tgs, fleet_verdicts)
+        if tg.serving is None:  # targets that could not be known, or an instance of unknown type: say so
+            if any(isinstance(t, Unresolved) for t in tg.target_ids):
+                model.serving_unknowns.append((tg, "Targets"))
+            for instance in model.instances_for(tg):
+                _, missing = launch_evidence(instance.launch)
+                if missing and (instance, missing) not in model.serving_unknowns:
+                    model.serving_unknowns.append((instance, missing))
 
 
 def _target_group_verdict(model: Model, tg: Any, tagged_tgs: set, fleet_verdicts: dict) -> Serving | None:

@@ -2,7 +2,9 @@
 
 ``collect()`` reads, per region, load balancers (attributes, listeners, listener rules, tags),
 target groups (attributes, tags), Auto Scaling groups (lifecycle hooks, the launch template
-version or launch configuration they really launch), CloudWatch alarms and AgentCore gateways
+version or launch configuration they really launch), ECS services (task definitions, capacity
+providers), EC2 instances registered by id in target groups nothing else explains, CloudWatch
+alarms and AgentCore gateways
 (``list_gateways`` then ``get_gateway``: the list carries no session configuration), and builds
 one model per account that the same rules judge as a template.
 
@@ -21,7 +23,7 @@ throttled past the retries, unreachable or timed out in a region is recorded in
 rules that need it stay silent. A single resource whose details could not be read keeps
 UNKNOWN values (an "unknown" entry, never a finding). ``reached_any`` is True only when at
 least one resource service was read (the identity call alone is not coverage).
-Service keys: ``elbv2``, ``autoscaling``, ``ec2``, ``cloudwatch``, ``bedrock-agentcore-control``.
+Service keys: ``elbv2``, ``autoscaling``, ``ec2``, ``ecs``, ``cloudwatch``, ``bedrock-agentcore-control``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import boto3
 import botocore.exceptions as bexc
 from botocore.config import Config
 
-from ..model import ROLE_TAG, Model, ModelError
+from ..model import ROLE_TAG, Model, ModelError, Unresolved
 from . import aws_build as B
 from .aws_errors import NOTHING_MISSING, READ_STATUSES, STATUS_RANK, TimedOut, classify
 from .aws_errors import is_not_found as _is_not_found
@@ -47,7 +49,7 @@ from .aws_errors import name_does_not_exist
 from .aws_errors import one_line as _one_line
 from .aws_exec import DaemonPool, Deadline, ProgressLines
 
-SERVICES = ("elbv2", "autoscaling", "ec2", "cloudwatch", "bedrock-agentcore-control")
+SERVICES = ("elbv2", "autoscaling", "ec2", "ecs", "cloudwatch", "bedrock-agentcore-control")
 
 #: botocore client name → IAM action prefix (signing names differ: CloudWatch signs as
 #: "monitoring", ELBv2 as "elasticloadbalancing", AgentCore control as "bedrock-agentcore").
@@ -55,6 +57,7 @@ IAM_PREFIX = {
     "elbv2": "elasticloadbalancing",
     "autoscaling": "autoscaling",
     "ec2": "ec2",
+    "ecs": "ecs",
     "cloudwatch": "cloudwatch",
     "bedrock-agentcore-control": "bedrock-agentcore",
     "sts": "sts",
@@ -63,6 +66,12 @@ IAM_PREFIX = {
 DEFAULT_REGION = "us-east-1"
 TAG_BATCH = 20  # elbv2 DescribeTags takes at most 20 ARNs
 LC_BATCH = 50  # DescribeLaunchConfigurations takes at most 50 names
+SERVICE_BATCH = 10  # ecs DescribeServices takes at most 10 services
+PROVIDER_BATCH = 100  # ecs DescribeCapacityProviders takes at most 100 names
+INSTANCE_BATCH = 200  # values of one DescribeInstances filter
+#: DescribeInstanceAttribute(userData) calls per region at most (one per instance, for
+#: registered instances that are not accelerated: their user data decides whether they serve)
+USER_DATA_LIMIT = 50
 #: adaptive = standard retries (throttling, transient errors, timeouts) plus client-side rate
 #: limiting once throttled; 3 attempts keep a silent endpoint at ~3 x READ_TIMEOUT per call
 RETRY_MODE = "adaptive"
@@ -157,8 +166,8 @@ class _Coverage:
     def status(self) -> str:
         if self.fatal is not None:
             return self.fatal
-        if self.was_read:
-            return "partial" if self.problems else "ok"
+        if self.was_read:  # read, but what it depends on was not: partly checked
+            return "partial" if self.problems or self.skip_reason else "ok"
         if self.not_needed:
             return "not-needed"
         if self.skip_reason:
@@ -177,10 +186,10 @@ class _Coverage:
             return [ModelError(self.key, f"not available: {self.note}")]
         if status == "skipped":
             return [ModelError(self.key, f"not checked: {self.skip_reason}")]
-        if not self.problems:
+        if not self.problems and not self.skip_reason:
             return [ModelError(self.key, "could not check: no call to it was made (internal error)")]
         prefix = {"unavailable": "not available", "partial": "partly checked"}.get(status, "could not check")
-        out = []
+        out = [ModelError(self.key, f"partly checked: {self.skip_reason}")] if self.skip_reason else []
         for count, message in self.problems.values():
             suffix = f" [{count} resources]" if count > 1 else ""
             out.append(ModelError(self.key, f"{prefix}: {message}{suffix}"))
@@ -196,6 +205,7 @@ class _Part:
     target_groups: list = field(default_factory=list)
     fleets: list = field(default_factory=list)
     engines: list = field(default_factory=list)
+    services: list = field(default_factory=list)
     gateways: list = field(default_factory=list)
     alarms: list = field(default_factory=list)
 
@@ -531,17 +541,137 @@ class _Audit:
             part.gateways.append(B.build_gateway(summary, d, B.tags_to_dict(t), region, d.get("gatewayArn", arn)))
         return part
 
-    def count_targets(self, region: str, tgs: list, cov: _Coverage) -> None:
-        """target_count of the given target groups (registered targets, any state)."""
-        if not tgs:
-            return
-        c = self.client("elbv2", region)
-        for tg, result, exc in self.fan_out(
-                lambda t: len(c.describe_target_health(TargetGroupArn=t.id).get("TargetHealthDescriptions") or []), tgs):
+    def read_ecs(self, region: str, cov: _Coverage) -> _Part:
+        """ECS services: clusters → services (10 per DescribeServices, with tags) → the task
+        definition of each service behind a target group or tagged (one call per distinct
+        definition) and its capacity providers (one call per 100 names) → Service objects."""
+        part = _Part()
+        c = self.client("ecs", region)
+        try:
+            clusters = self.call(self.pages, c, "list_clusters", "clusterArns")
+        except Exception as exc:
+            cov.fail(exc, fatal=True)
+            return part
+        cov.read()
+        batches: list[tuple[str, list[str]]] = []
+        for cluster, arns, exc in self.fan_out(lambda cl: self.pages(c, "list_services", "serviceArns", cluster=cl),
+                                               clusters):
             if exc is not None:
-                cov.fail(exc, fatal=False, what="registered targets unread")
+                if not _is_not_found(exc):
+                    cov.fail(exc, fatal=False, what="services of a cluster unread")
+                continue
+            batches += [(cluster, arns[i:i + SERVICE_BATCH]) for i in range(0, len(arns), SERVICE_BATCH)]
+        services: list[dict] = []
+        for batch, result, exc in self.fan_out(
+                lambda b: c.describe_services(cluster=b[0], services=b[1], include=["TAGS"])["services"], batches):
+            if exc is not None:
+                cov.fail(exc, fatal=False, what=f"{len(batch[1])} services unread")
             else:
-                tg.target_count = result
+                services += [x for x in result if x.get("status") != "INACTIVE"]
+
+        def relevant(x: dict) -> bool:  # the only services whose task definition a rule needs
+            return bool(B.service_target_groups(x)) or B.tags_to_dict(x.get("tags")).get(ROLE_TAG) is not None
+
+        judged = [x for x in services if relevant(x)]
+        names = sorted({i["capacityProvider"] for x in judged for i in x.get("capacityProviderStrategy") or ()
+                        if i.get("capacityProvider") and i["capacityProvider"] not in B.BUILTIN_CAPACITY_PROVIDERS})
+        provider_f = [self.submit(lambda n: c.describe_capacity_providers(capacityProviders=n)["capacityProviders"],
+                                  names[i:i + PROVIDER_BATCH]) for i in range(0, len(names), PROVIDER_BATCH)]
+        tasks: dict[str, Any] = {}
+        for arn, result, exc in self.fan_out(
+                lambda a: c.describe_task_definition(taskDefinition=a)["taskDefinition"],
+                sorted({x["taskDefinition"] for x in judged if x.get("taskDefinition")})):
+            if exc is not None:
+                cov.fail(exc, fatal=False, what="task definitions unread")
+                tasks[arn] = Unresolved("task definition could not be read")
+            else:
+                tasks[arn] = result
+        providers: dict[str, dict] | None = {}
+        for fut in provider_f:
+            try:
+                for p in self.wait(fut):
+                    providers[p.get("name", "")] = providers[p.get("capacityProviderArn", "")] = p
+            except Exception as exc:
+                cov.fail(exc, fatal=False, what="capacity providers unread")
+                providers = None
+                break
+        for x in services:
+            task = tasks.get(x.get("taskDefinition") or "") if relevant(x) else None
+            if task is None:
+                task = Unresolved("task definition not read: the service is behind no target group"
+                                  if not relevant(x) else "no task definition")
+            part.services.append(B.build_service(x, task, providers, region))
+        return part
+
+    def read_targets(self, region: str, count_only: list, instance_tgs: list, cov_elb: _Coverage,
+                     cov_ec2: _Coverage) -> list:
+        """Registered targets (``DescribeTargetHealth``, one call per target group): the count
+        of ``count_only`` groups, and for ``instance_tgs`` the instances themselves
+        (``DescribeInstances``, 200 ids per filter, paginated; the user data of those that are
+        not accelerated, at most :data:`USER_DATA_LIMIT`). Returns their EngineHost objects."""
+        c = self.client("elbv2", region)
+        wanted = {id(tg) for tg in instance_tgs}
+        ids_of: dict[int, list[str]] = {}
+        for tg, result, exc in self.fan_out(
+                lambda t: c.describe_target_health(TargetGroupArn=t.id).get("TargetHealthDescriptions") or [],
+                count_only + instance_tgs):
+            if exc is not None:
+                if not _is_not_found(exc):
+                    cov_elb.fail(exc, fatal=False, what="registered targets unread")
+                    if id(tg) in wanted:  # what serves there is unknown: listed, never guessed
+                        tg.target_ids = [Unresolved("registered targets could not be read")]
+                continue
+            tg.target_count = len(result)
+            if id(tg) in wanted:
+                ids_of[id(tg)] = list(dict.fromkeys(d["Target"]["Id"] for d in result if (d.get("Target") or {}).get("Id")))
+        instance_ids = sorted({i for ids in ids_of.values() for i in ids})
+        arn = lambda i: B.instance_arn(self.partition, region, self.account, i)  # noqa: E731
+        for tg in instance_tgs:
+            if id(tg) in ids_of:
+                tg.target_ids = [arn(i) for i in ids_of[id(tg)]]
+        if not instance_ids:
+            return []
+        e = self.client("ec2", region)
+        found: dict[str, dict] = {}
+        unread = False
+        for batch, result, exc in self.fan_out(
+                lambda ids: self.pages(e, "describe_instances", "Reservations",
+                                       Filters=[{"Name": "instance-id", "Values": ids}]),
+                [instance_ids[i:i + INSTANCE_BATCH] for i in range(0, len(instance_ids), INSTANCE_BATCH)]):
+            if exc is not None:
+                cov_ec2.fail(exc, fatal=not cov_ec2.was_read, what="registered instances unread")
+                unread = True
+                for i in batch:
+                    found[i] = {"InstanceId": i, "InstanceType": Unresolved("instance could not be described")}
+                continue
+            cov_ec2.read()
+            for reservation in result:
+                for inst in reservation.get("Instances") or ():
+                    found[inst["InstanceId"]] = inst
+        from ..definitions import is_accelerated_instance_type
+
+        plain = [i for i in sorted(found) if isinstance(found[i].get("InstanceType"), str)
+                 and not is_accelerated_instance_type(found[i]["InstanceType"])]
+        user_data: dict[str, Any] = {}
+        for i, result, exc in self.fan_out(
+                lambda i: (e.describe_instance_attribute(InstanceId=i, Attribute="userData").get("UserData") or {}).get("Value"),
+                plain[:USER_DATA_LIMIT]):
+            if exc is not None:
+                if not _is_not_found(exc):
+                    cov_ec2.fail(exc, fatal=False, what="user data of registered instances unread")
+                user_data[i] = Unresolved("user data could not be read")
+            else:
+                user_data[i] = result
+        engines = []
+        for i, inst in sorted(found.items()):
+            if i in user_data:
+                data = user_data[i]
+            elif i in plain:
+                data = Unresolved(f"user data not read: more than {USER_DATA_LIMIT} registered instances")
+            else:
+                data = Unresolved("user data not read" if unread else "user data not read: accelerated instance")
+            engines.append(B.build_instance_engine(inst, data, region, arn(i)))
+        return engines
 
     def close(self) -> None:
         # past the deadline a call may still be stuck on a socket: do not wait for it
@@ -708,6 +838,7 @@ def _read_all(audit: _Audit, regions, all_regions, default_region, progress, err
         jobs.append(([c["elbv2"]], lambda r=region, c=c: audit.read_elbv2(r, c["elbv2"])))
         jobs.append(([c["autoscaling"], c["ec2"]],
                      lambda r=region, c=c: audit.read_compute(r, c["autoscaling"], c["ec2"])))
+        jobs.append(([c["ecs"]], lambda r=region, c=c: audit.read_ecs(r, c["ecs"])))
         jobs.append(([c["cloudwatch"]], lambda r=region, c=c: audit.read_cloudwatch(r, c["cloudwatch"])))
         jobs.append(([c["bedrock-agentcore-control"]],
                      lambda r=region, c=c: audit.read_gateways(r, c["bedrock-agentcore-control"])))
@@ -751,20 +882,15 @@ def _read_all(audit: _Audit, regions, all_regions, default_region, progress, err
         model.target_groups += part.target_groups
         model.fleets += part.fleets
         model.engines += part.engines
+        model.services += part.services
         model.gateways += part.gateways
         model.alarms += part.alarms
 
-    # registered targets of non-sticky inference-tagged target groups no Auto Scaling group
-    # feeds: FLEET001 needs "several targets" there, nowhere else (no call for the rest)
-    phase.text = "counting registered targets"
-    fed = {tg_id for f in model.fleets for tg_id in f.target_group_ids}
-    by_region: dict[str, list] = {}
-    for tg in model.target_groups:
-        if (tg.id not in fed and B.tags_to_dict(tg.tags).get(ROLE_TAG, "").strip().lower() == "inference"
-                and tg.settings.sticky is False):
-            by_region.setdefault(tg.location.region, []).append(tg)
-    for region, tgs in by_region.items():
-        audit.count_targets(region, tgs, covs[f"{region}/elbv2"])
+    # registered targets, only where nothing else tells (see _target_reads)
+    phase.text = "reading registered targets"
+    for region, (count_only, instance_tgs) in _target_reads(model).items():
+        model.engines += audit.read_targets(region, count_only, instance_tgs, covs[f"{region}/elbv2"],
+                                            covs[f"{region}/ec2"])
 
     _explain_unreachable(audit, covs)
     for key in sorted(covs):
@@ -785,6 +911,27 @@ def _read_all(audit: _Audit, regions, all_regions, default_region, progress, err
     coverage["resources_checked"] = model.resources_checked
     reached = any(s in READ_STATUSES for s in coverage["services"].values())
     return AuditResult([model] if reached else [], errors, coverage, reached)
+
+
+def _target_reads(model: Model) -> dict[str, tuple[list, list]]:
+    """Target groups whose registered targets must be read, by region: (count only, instances
+    too). Nothing is read for a group an Auto Scaling group or an ECS service feeds (they say
+    what runs there). Counted: non-sticky groups tagged inference (FLEET001 needs "several
+    targets"). Instances read: untagged groups of target type ``instance`` that a load
+    balancer uses (an EC2 instance registered by id may be a GPU instance or start vLLM);
+    nothing reaches the targets of a group no load balancer uses."""
+    fed = {t for f in model.fleets for t in f.target_group_ids} | {t for s in model.services for t in s.target_group_ids}
+    out: dict[str, tuple[list, list]] = {}
+    for tg in model.target_groups:
+        if tg.id in fed:
+            continue
+        tagged = B.tags_to_dict(tg.tags).get(ROLE_TAG, "").strip().lower()
+        if tagged == "inference":
+            if tg.settings.sticky is False:
+                out.setdefault(tg.location.region, ([], []))[0].append(tg)
+        elif tg.settings.target_type == "instance" and tg.load_balancer_ids:
+            out.setdefault(tg.location.region, ([], []))[1].append(tg)
+    return out
 
 
 def offered(session: "boto3.session.Session", service: str, region: str, partition: str) -> bool | None:

@@ -27,6 +27,7 @@ from ..model import (
     LoadBalancer,
     Location,
     McpGateway,
+    Service,
     Suppression,
     TargetGroup,
     Unresolved,
@@ -40,6 +41,8 @@ T_ASG = "AWS::AutoScaling::AutoScalingGroup"
 T_LC = "AWS::AutoScaling::LaunchConfiguration"
 T_LT = "AWS::EC2::LaunchTemplate"
 T_GW = "AWS::BedrockAgentCore::Gateway"
+T_INSTANCE = "AWS::EC2::Instance"
+T_SERVICE = "AWS::ECS::Service"
 T_ALARM = "AWS::CloudWatch::Alarm"
 T_COMPOSITE = "AWS::CloudWatch::CompositeAlarm"
 
@@ -351,6 +354,73 @@ def build_configuration_engine(lc: dict, region: str) -> EngineHost | None:
     arn = lc.get("LaunchConfigurationARN") or lc["LaunchConfigurationName"]
     launch = LaunchSpec(_types(lc.get("InstanceType")), user_data, False, arn)
     return EngineHost(id=arn, location=loc(arn, T_LC, region), user_data=user_data, launch=launch)
+
+
+# --- EC2 instances registered in a target group by id ------------------------------------------
+
+
+def instance_arn(partition: str, region: str, account: str | None, instance_id: str) -> str:
+    return f"arn:{partition}:ec2:{region}:{account or ''}:instance/{instance_id}"
+
+
+def build_instance_engine(instance: dict, user_data: Any, region: str, arn: str) -> EngineHost:
+    """An EC2 instance registered in a target group (``DescribeInstances`` item) as the
+    :class:`EngineHost` a template's ``AWS::EC2::Instance`` in ``Targets`` gives: instance type
+    candidates, user data, tags. ``user_data``: the base64 ``userData`` attribute, ``None``
+    (none), or :class:`Unresolved` when it was not read (DescribeInstances does not carry it)."""
+    tags = tags_to_dict(instance.get("Tags"))
+    text = user_data if isinstance(user_data, Unresolved) else decode_user_data(user_data)
+    launch = LaunchSpec(_types(instance.get("InstanceType")), text, False, arn)
+    return EngineHost(**_tagged(arn, T_INSTANCE, region, tags), user_data=text, launch=launch)
+
+
+# --- ECS services ----------------------------------------------------------------------------
+
+#: Capacity providers AWS defines itself; they have no Auto Scaling group.
+BUILTIN_CAPACITY_PROVIDERS = frozenset({"FARGATE", "FARGATE_SPOT"})
+
+
+def service_target_groups(service: dict) -> list[str]:
+    """Target group ARNs of a ``DescribeServices`` item's ``loadBalancers``."""
+    return _dedupe(lb["targetGroupArn"] for lb in service.get("loadBalancers") or () if lb.get("targetGroupArn"))
+
+
+def containers_to_cfn(containers: Iterable[dict] | None) -> list[dict]:
+    """``containerDefinitions`` (camelCase, as the API returns them) → the CloudFormation
+    ``ContainerDefinitions`` shape :func:`..normalize.task_definition` reads."""
+    out = []
+    for c in containers or ():
+        cfn: dict[str, Any] = {
+            "ResourceRequirements": [{"Type": r.get("type"), "Value": r.get("value")}
+                                     for r in c.get("resourceRequirements") or ()]}
+        for api_key, key in (("image", "Image"), ("command", "Command"), ("entryPoint", "EntryPoint")):
+            if c.get(api_key) is not None:
+                cfn[key] = c[api_key]
+        out.append(cfn)
+    return out
+
+
+def build_service(service: dict, task: Any, providers: dict[str, dict] | None, region: str) -> Service:
+    """A ``DescribeServices`` item as the :class:`Service` a template gives. ``task``: the
+    ``DescribeTaskDefinition`` answer's ``taskDefinition``, or :class:`Unresolved` when it was
+    not (or could not be) read; ``providers``: capacity providers by name and ARN (None: could
+    not be read). Desired count only: Application Auto Scaling's MaxCapacity is not read."""
+    arn = service["serviceArn"]
+    tags = tags_to_dict(service.get("tags"))
+    if isinstance(task, Unresolved):
+        gpu, commands = task, []
+    else:
+        gpu, commands = N.task_definition(containers_to_cfn(task.get("containerDefinitions")))
+    fleets: list[Any] = []
+    for item in service.get("capacityProviderStrategy") or ():
+        provider = (providers or {}).get(item.get("capacityProvider") or "")
+        group = (provider or {}).get("autoScalingGroupProvider") or {}
+        if group.get("autoScalingGroupArn") and group["autoScalingGroupArn"] not in fleets:
+            fleets.append(group["autoScalingGroupArn"])
+    desired = service.get("desiredCount")
+    return Service(**_tagged(arn, T_SERVICE, region, tags), target_group_ids=service_target_groups(service),
+                   task_definition=service.get("taskDefinition"), gpu=gpu, commands=commands,
+                   capacity_fleet_ids=fleets, desired=desired if isinstance(desired, int) else None)
 
 
 # --- AgentCore Gateway -------------------------------------------------------------------------

@@ -344,20 +344,9 @@ class _Builder:
         gpu: Any = False
         commands: list[str] = []
         for t in variants:
-            containers = t.props.get("ContainerDefinitions", ABSENT)
-            if not isinstance(containers, list):
-                gpu = _either(gpu, Unresolved("ContainerDefinitions not resolvable"))
-                continue
-            for c in containers:
-                if not isinstance(c, dict):
-                    continue
-                for req in c.get("ResourceRequirements") or []:
-                    if isinstance(req, dict) and isinstance(req.get("Type"), str) and req["Type"].upper() == "GPU":
-                        gpu = True
-                for key in ("Image", "Command", "EntryPoint"):
-                    text = _command_text(c.get(key))
-                    if text:
-                        commands.append(text)
+            t_gpu, t_commands = N.task_definition(t.props.get("ContainerDefinitions", ABSENT))
+            gpu = _either(gpu, t_gpu)
+            commands += t_commands
         return gpu, commands
 
     def capacity_fleets(self, props: dict) -> list[Any]:
@@ -414,15 +403,6 @@ def _dedupe(items: list[Candidate]) -> list[Candidate]:
 
 def _list(value: Any) -> list:
     return value if isinstance(value, list) else []
-
-
-def _command_text(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        parts = [p for p in value if isinstance(p, str)]
-        return " ".join(parts) if parts else None
-    return None
 
 
 def _mentions(node: Any, logical_id: str, depth: int = 0) -> bool:
