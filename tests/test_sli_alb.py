@@ -154,7 +154,7 @@ def test_empty_folder_and_missing_path(tmp_path, capsys):
     assert report["requests"] == 16
     assert report["errors"] == [
         {"input": str(tmp_path / "empty"), "message": "no .log or .gz files in this folder (searched recursively)"},
-        {"input": str(tmp_path / "nope"), "message": "no such file or folder"},
+        {"input": str(tmp_path / "nope"), "message": "no such file or directory"},
     ]
 
 

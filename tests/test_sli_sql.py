@@ -107,7 +107,7 @@ def test_bad_telemetry_lines_are_one_error_per_file(tmp_path, capsys):
     assert report["errors"] == [
         {"input": str(path), "message": "2 lines skipped: not telemetry records (first: line 2: "
                                         "Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"},
-        {"input": str(tmp_path / "missing.jsonl"), "message": "no such file"},
+        {"input": str(tmp_path / "missing.jsonl"), "message": "no such file or directory"},
         {"input": str(tmp_path / "empty.jsonl"), "message": "no telemetry records in this file"},
         {"input": str(tmp_path), "message": "is a folder: give telemetry .jsonl files"},
     ]

@@ -22,6 +22,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from ..checks.sources.files import regular_file_problem
+
 #: File names we read inside folders and S3 prefixes (ALB writes ``*.log.gz``).
 LOG_SUFFIXES = (".log", ".gz")
 
@@ -71,14 +73,27 @@ def discover(paths: list[str], *, workdir: str, s3_client: Any = None) -> tuple[
 
 
 def _discover_local(path: str) -> tuple[list[LogFile], InputError | None]:
-    if os.path.isfile(path):
-        return [LogFile(path, path)], None
+    """The log files of a path: itself when it is a regular file, the ``.log``/``.gz`` regular
+    files below it when it is a folder. Anything else (a FIFO, a device, a dangling link) is an
+    error before DuckDB opens it: such a file would block the reader or never end."""
     if not os.path.isdir(path):
-        return [], InputError(path, "no such file or folder")
-    found = []
-    for root, dirs, names in os.walk(path):
+        problem = regular_file_problem(path)
+        return ([], InputError(path, problem)) if problem else ([LogFile(path, path)], None)
+    found, bad = [], []
+    for root, dirs, names in os.walk(path, onerror=lambda exc: bad.append(f"{exc.filename}: cannot list folder")):
         dirs.sort()
-        found += [LogFile(os.path.join(root, n), os.path.join(root, n)) for n in sorted(names) if _is_log(n)]
+        for name in sorted(names):
+            if not _is_log(name):
+                continue
+            full = os.path.join(root, name)
+            problem = regular_file_problem(full)
+            if problem:
+                bad.append(f"{full}: {problem}")
+            else:
+                found.append(LogFile(full, full))
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        return found, InputError(path, f"skipped {bad[0]}{more}")
     if not found:
         return [], InputError(path, "no .log or .gz files in this folder (searched recursively)")
     return found, None

@@ -14,6 +14,7 @@ import json
 import os
 from typing import Any, Sequence
 
+from ..checks.sources.files import regular_file_problem
 from . import sql
 from .alb_logs import InputError, LogFile, salvage_gzip
 
@@ -52,9 +53,9 @@ class Engine:
         counted in one error for the file."""
         errors: list[InputError] = []
         for path in paths:
-            if not os.path.isfile(path):
-                errors.append(InputError(path, "is a folder: give telemetry .jsonl files" if os.path.isdir(path)
-                                         else "no such file"))
+            problem = "is a folder: give telemetry .jsonl files" if os.path.isdir(path) else regular_file_problem(path)
+            if problem is not None:
+                errors.append(InputError(path, problem))
                 continue
             offset = self.con.execute("SELECT count(*) FROM records").fetchone()[0]
             try:

@@ -68,6 +68,29 @@ def stat_path(path: str) -> os.stat_result:
         raise ReadError("invalid file name") from None
 
 
+def regular_file_problem(path: str) -> str | None:
+    """Why ``path`` is not a regular file that can be handed to a reader (``None`` when it is):
+    for inputs read elsewhere (DuckDB), checked before anything opens them, so a FIFO or a
+    device is refused instead of blocking or reading forever."""
+    try:
+        st = stat_path(path)
+    except ReadError as exc:
+        return str(exc)
+    if not stat.S_ISREG(st.st_mode):
+        return f"not a regular file ({kind_of(st.st_mode)})"
+    return None
+
+
+def read_text(path: str, limit: int) -> str:
+    """A small UTF-8 text input (a workload, a report): :func:`read_regular` then decode;
+    :class:`ReadError` says why not."""
+    data = read_regular(path, limit)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ReadError("not a UTF-8 text file") from None
+
+
 def read_regular(path: str, limit: int, *, head: bool = False) -> bytes:
     """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; with ``head``,
     its first ``limit`` bytes whatever its size."""

@@ -48,14 +48,17 @@ class Calibration:
                 "points": self.points}
 
 
+#: A probe/sli report or a /metrics scrape is far below this; larger is not one.
+MAX_CALIBRATION_BYTES = 32 << 20
+
+
 def calibrate_file(path: str) -> Calibration:
+    from ...checks.sources.files import ReadError, read_text
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise CalibrationError(f"--calibrate {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise CalibrationError(f"--calibrate {path}: not a text file") from None
+        text = read_text(path, MAX_CALIBRATION_BYTES)
+    except ReadError as exc:
+        raise CalibrationError(f"--calibrate {path}: {exc}") from None
     stripped = text.lstrip()
     if stripped.startswith("{"):
         try:

@@ -180,15 +180,26 @@ def from_mapping(data: Any, where: str, base: Workload | None = None) -> Workloa
     return Workload(**values)
 
 
+#: A workload file is a few lines of YAML; anything larger is not one.
+MAX_WORKLOAD_BYTES = 1 << 20
+
+
 def load_file(path: str) -> Workload:
-    """Read a workload YAML file (one error line for unreadable or invalid files)."""
+    """Read a workload YAML file (one error line for unreadable or invalid files). Only a
+    regular file of at most 1 MiB is read (a FIFO or a device is refused, never waited on), and
+    YAML aliases are refused: a workload needs none, and they are how a small file expands into
+    a huge one."""
     import yaml
 
+    from ...checks.sources.files import ReadError, read_text
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except OSError as exc:
-        raise WorkloadError(f"workload {path}: {exc.strerror or exc}") from None
+        text = read_text(path, MAX_WORKLOAD_BYTES)
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise WorkloadError(f"workload {path}: YAML aliases (*name) are not allowed in a workload file")
+        data = yaml.safe_load(text)
+    except ReadError as exc:
+        raise WorkloadError(f"workload {path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
