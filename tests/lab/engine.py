@@ -111,7 +111,7 @@ class Served:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
-    server: "_Server"
+    server: "LabServer"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
         pass
@@ -226,15 +226,26 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
 
-class _Server(ThreadingHTTPServer):
+class LabServer(ThreadingHTTPServer):
+    """The lab's HTTP server (engines and fronts): 127.0.0.1 on an ephemeral port, served from
+    a daemon thread by :meth:`start`."""
+
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 256  # many sessions connect at once; the default 5 drops SYNs (1 s retries)
     engine: "StubEngine"
 
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):  # clients hanging up are normal
             super().handle_error(request, client_address)
+
+    def start(self, name: str) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True)
+        thread.start()
+        return thread
 
 
 class StubEngine:
@@ -263,12 +274,10 @@ class StubEngine:
         self.served: list[Served] = []
         self._lock = threading.Lock()
         self._ids = 0
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = LabServer(_Handler)
         self._server.engine = self
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"engine-{instance_id}", daemon=True)
-        self._thread.start()
+        self._thread = self._server.start(f"engine-{instance_id}")
 
     @property
     def url(self) -> str:

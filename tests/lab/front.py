@@ -33,16 +33,17 @@ import os
 import re
 import secrets
 import shutil
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from .engine import LabServer
 
 ELB = "app/lab-alb/50dc6c495c0c9188"
 TARGET_GROUP_ARN = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/lab-tg/73e2d6bc24d8a067"
@@ -114,7 +115,7 @@ def _q(value: str | None) -> str:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
-    server: "_Server"
+    server: "LabServer"
 
     def setup(self) -> None:
         super().setup()
@@ -237,17 +238,6 @@ class _Handler(BaseHTTPRequestHandler):
         return sent
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 256  # many sessions connect at once; the default 5 drops SYNs (1 s retries)
-    front: "AlbFront"
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):  # clients hanging up are normal
-            super().handle_error(request, client_address)
-
-
 class AlbFront:
     """The emulated ALB on 127.0.0.1 (ephemeral port); ``log_path`` is its access log file."""
 
@@ -273,12 +263,10 @@ class AlbFront:
         self._idle = threading.Condition(self._lock)
         self._rr = itertools.count()
         self._log = open(self.log_path, "a", encoding="utf-8", buffering=1)
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = LabServer(_Handler)
         self._server.front = self
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="lab-alb", daemon=True)
-        self._thread.start()
+        self._thread = self._server.start("lab-alb")
 
     @property
     def url(self) -> str:
