@@ -46,6 +46,7 @@ def parse_prometheus(text: str) -> Samples:
     of counters stripped so a counter has one name whatever the client library version)."""
     out: Samples = {}
     for line in text.splitlines():
+        line = line.strip()
         if not line or line.startswith("#"):
             continue
         match = _SAMPLE.match(line)

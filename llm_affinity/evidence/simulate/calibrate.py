@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,31 +114,24 @@ def from_report(data: Any, path: str) -> Calibration:
     return Calibration(path, 1000.0 / slope, overhead, float(decode) if decode is not None else None, len(points))
 
 
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfINFaN]+)")
-
-
 def _metric_sums(text: str) -> dict[str, float]:
+    """Finite sample values summed over label sets, by metric name as
+    :func:`..metrics.parse_prometheus` names them (counters without ``_total``)."""
+    from ..metrics import parse_prometheus
+
     sums: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line.strip())
-        if not m:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        if math.isfinite(value):
-            sums[m.group(1)] = sums.get(m.group(1), 0.0) + value
+    for name, values in parse_prometheus(text).items():
+        finite = [v for v in values if math.isfinite(v)]
+        if finite:
+            sums[name] = sum(finite)
     return sums
 
 
 def from_metrics(text: str, path: str) -> Calibration:
     where = f"--calibrate {path}"
     s = _metric_sums(text)
-    prompt = s.get("vllm:prompt_tokens_total")
-    hits = s.get("vllm:prefix_cache_hits_total", 0.0)
+    prompt = s.get("vllm:prompt_tokens")
+    hits = s.get("vllm:prefix_cache_hits", 0.0)
     prefill_s = s.get("vllm:request_prefill_time_seconds_sum")
     if prompt is None or not prefill_s:
         raise CalibrationError(f"{where}: needs vllm:prompt_tokens_total and vllm:request_prefill_time_seconds_sum")
