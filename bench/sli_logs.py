@@ -7,7 +7,7 @@ generated gzipped ALB access logs, side by side.
    on 4 instances; a deterministic ~5 % of the turns move to another instance; 1 line in 1000 is
    a line of another log type.
 2. Runs, each in its own child process (so peak memory is that process's alone, from
-   ``os.wait4``): ``duckdb`` — our code path (``sql_duckdb.Engine``: one statement streams
+   ``os.wait4``): ``duckdb`` — our code path (``sql_duckdb.LogDatabase``: one statement streams
    every file through DuckDB's CSV reader, the parse, the session window and the report
    aggregation; ``memory_limit`` --memory-limit); ``csv`` — a straightforward Python script with the ``csv``
    module computing the same numbers (sessions, requests, stability, moves per session,
@@ -86,14 +86,14 @@ COPY (
 def run_duckdb(folder: str, memory_limit: str) -> dict:
     sys.path.insert(0, str(REPO))
     from llm_affinity.evidence.alb_logs import discover
-    from llm_affinity.evidence.sql_duckdb import Engine
+    from llm_affinity.evidence.sql_duckdb import LogDatabase
 
     with tempfile.TemporaryDirectory() as work:
         files, errors = discover([folder], workdir=work)
-        engine = Engine(work, memory_limit=memory_limit)
-        errors += engine.load_alb(files, SESSION_KEY)
-        report = engine.report("alb-logs", errors=errors)
-        engine.close()
+        db = LogDatabase(work, memory_limit=memory_limit)
+        errors += db.load_alb(files, SESSION_KEY)
+        report = db.report("alb-logs", errors=errors)
+        db.close()
     skipped = sum(int(e["message"].split()[0]) for e in report["errors"] if "lines skipped" in e["message"])
     return _numbers(report["sessions"], report["requests"], report["stability"], report["moves_per_session"],
                     report["instances"], {t["turn"]: t["requests"] for t in report["per_turn"]}, skipped)

@@ -16,8 +16,11 @@ from typing import Any, Sequence
 
 from . import __version__
 from .checks.severity import FAIL_ON  # the one definition of severity order
+from .common.commands import (
+    EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, Parser, UsageError, add_output_options, emit,
+    say,
+)
 
-EXIT_OK, EXIT_FINDINGS, EXIT_INPUT, EXIT_UNREACHABLE = 0, 1, 2, 3
 FORMATS = ("text", "json", "sarif", "junit")
 EVIDENCE_COMMANDS = {
     "probe": "llm_affinity.evidence.cli_probe",
@@ -27,28 +30,8 @@ EVIDENCE_COMMANDS = {
 }
 
 
-class UsageError(Exception):
-    """Bad options or an unwritable output: one line, exit 2."""
-
-
-def emit(text: str, output: str | None) -> None:
-    """Write a rendered report to ``--output`` (UsageError when it cannot be written) or stdout."""
-    if output:
-        try:
-            # backslashreplace: a report naming a non-UTF-8 file name is still written whole
-            with open(output, "w", encoding="utf-8", errors="backslashreplace") as fh:
-                fh.write(text)
-        except OSError as exc:
-            from .checks.report import printable
-
-            raise UsageError(f"--output {printable(output)}: {exc.strerror or exc}") from None
-    else:
-        sys.stdout.write(text)
-
-
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", "-f", choices=FORMATS, default="text", help="output format (default: text)")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    add_output_options(parser, FORMATS)
     parser.add_argument("--fail-on", choices=tuple(FAIL_ON), default="warning",
                         help="lowest severity that makes the exit code 1 (default: warning)")
     parser.add_argument("--ignore", action="append", default=[], metavar="RULE_ID",
@@ -59,8 +42,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
                              "(default: 900, the shortest AgentCore session)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> Parser:
+    # Parser: one-line usage errors, no flag abbreviations (subparsers are Parsers too)
+    parser = Parser(
         prog="llm-affinity",
         description="Find KV-cache affinity failure modes of vLLM fleets on AWS: in CloudFormation "
                     "templates and cdk.out (lint), in live accounts (audit).",
@@ -105,7 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        say(str(exc))
+        return EXIT_INPUT
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_INPUT
@@ -118,20 +106,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return args._run(args)
         return _cmd_audit(args)
     except UsageError as exc:
-        _say(str(exc))
+        say(str(exc))
         return EXIT_INPUT
     except KeyboardInterrupt:
-        _say("interrupted")
-        return 130
+        say("interrupted")
+        return EXIT_INTERRUPTED
     except Exception as exc:  # never a traceback for users; LLM_AFFINITY_DEBUG=1 shows it
         if os.environ.get("LLM_AFFINITY_DEBUG"):
             raise
-        _say(f"internal error: {type(exc).__name__}: {exc}")
+        say(f"internal error: {type(exc).__name__}: {exc}")
         return EXIT_INPUT
-
-
-def _say(message: str) -> None:
-    print(f"llm-affinity: {message}", file=sys.stderr)
 
 
 def _ignored(args: argparse.Namespace) -> list[str]:
@@ -177,7 +161,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         raise UsageError("--max-workers must be at least 1")
     if not (args.timeout > 0 and args.timeout != float("inf")):
         raise UsageError(f"--timeout {args.timeout:g}: must be a number of seconds above 0")
-    from .checks.engine import evaluate, select_rules
+    from .checks.runner import evaluate, select_rules
     from .checks.sources.aws import collect, endpoint_url_problem
 
     # a bad endpoint is a usage error before anything is sent (botocore would otherwise fail
@@ -204,11 +188,11 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool, failed_inputs: int | None = None) -> int:
-    from .checks.report import RENDERERS, printable, render_text
+    from .checks.report import RENDERERS, render_text
     from .checks.rules import SEVERITY_RANK
 
-    for error in report.errors:  # names and messages come from the input: escaped, one line each
-        _say(f"error: {printable(error.input)}: {printable(error.message)}")
+    for error in report.errors:  # names and messages come from the input: say() escapes them
+        say(f"error: {error.input}: {error.message}")
     if args.format == "text":
         color = (args.output is None and sys.stdout.isatty() and not args.no_color
                  and "NO_COLOR" not in os.environ)

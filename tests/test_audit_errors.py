@@ -14,7 +14,7 @@ from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 
 import audit_fixtures as F
-from llm_affinity.checks.engine import evaluate
+from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.model import Unresolved
 from llm_affinity.checks.sources import aws
 

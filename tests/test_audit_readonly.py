@@ -133,7 +133,7 @@ def test_shipped_policy_suffices_under_iam_enforcement(monkeypatch):
 
 
 def test_missing_action_is_a_real_access_denied(monkeypatch):
-    from llm_affinity.checks.engine import evaluate
+    from llm_affinity.checks.runner import evaluate
 
     actions = [a for a in _shipped_actions() if a != "elasticloadbalancing:DescribeTargetGroupAttributes"]
     ids, result = _enforced_audit(monkeypatch, actions)

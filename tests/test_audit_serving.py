@@ -13,10 +13,10 @@ import pytest
 from moto import mock_aws
 
 import audit_fixtures as F
-from llm_affinity.checks.engine import evaluate
+from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.model import Unresolved
 from llm_affinity.checks.sources import aws
-from llm_affinity.checks.sources.cfn import load_paths
+from llm_affinity.checks.sources.inputs import load_paths
 
 
 class _WithCapacity(boto3.session.Session):

@@ -10,7 +10,7 @@ import pytest
 from moto import mock_aws
 
 import audit_fixtures as F
-from llm_affinity.checks.engine import evaluate
+from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.model import Candidate, Suppression, Unresolved
 from llm_affinity.checks.serving import launch_evidence
 from llm_affinity.checks.sources import aws, aws_build as B

@@ -210,11 +210,12 @@ def test_lint_path_never_imports_cdk_or_boto3():
 
 
 def _fake_audit(monkeypatch, errors, services, reached_any=True):
+    from llm_affinity.checks.assemble import finish
     from llm_affinity.checks.model import Model, ModelError
     from llm_affinity.checks.sources import aws
 
     def collect(**kwargs):
-        return aws.AuditResult(models=[Model(scope="aws:123456789012").finish()],
+        return aws.AuditResult(models=[finish(Model(scope="aws:123456789012"))],
                                errors=[ModelError(i, m) for i, m in errors],
                                coverage={"regions": ["us-east-1"], "services": services},
                                reached_any=reached_any)

@@ -287,7 +287,7 @@ def test_fleet_invalid(scope, kw, frag):
 @pytest.mark.parametrize("instance_type", ["g6.xlarge", "gr6.4xlarge", "p5.48xlarge", "inf2.xlarge",
                                            "trn1.2xlarge", "dl1.24xlarge", "dl2q.24xlarge"])
 def test_fleet_accepts_every_family_the_linter_counts(scope, instance_type):
-    from llm_affinity.checks.definitions import is_accelerated_instance_type
+    from llm_affinity.common.definitions import is_accelerated_instance_type
 
     assert is_accelerated_instance_type(instance_type)
     assert _fleet(scope, instance_type=instance_type).instance_type == instance_type
@@ -361,15 +361,15 @@ def test_suppress_requires_reason_and_rule_id(scope):
 
 
 def test_constructs_import_the_inference_definitions_instead_of_copying_them():
-    """One source of truth (checks/definitions.py): the role tag, the accelerated families, the
+    """One source of truth (common/definitions.py): the role tag, the accelerated families, the
     inference-server pattern and the metadata key are imported by the constructs, never redefined."""
     import importlib
     from pathlib import Path
 
-    from llm_affinity.checks import definitions
+    from llm_affinity.common import definitions
 
     fleet = importlib.import_module("llm_affinity.constructs.fleet")
-    suppress = importlib.import_module("llm_affinity.constructs.suppress")  # the package exports a function of that name
+    suppress = importlib.import_module("llm_affinity.constructs.suppressions")
 
     assert fleet.INFERENCE_TAG == (definitions.ROLE_TAG, definitions.ROLE_INFERENCE)
     assert fleet.is_accelerated_instance_type is definitions.is_accelerated_instance_type

@@ -130,7 +130,7 @@ def test_file_over_the_cap_is_refused_without_reading_it(tmp_path):
 def test_reading_stops_at_the_cap_whatever_st_size_says(tmp_path, monkeypatch):
     """A file that grows after its size was checked (or lies, like /dev/zero's st_size 0)
     is read up to cap + 1 bytes only."""
-    from llm_affinity.checks.sources import files
+    from llm_affinity.common import files
 
     path = tmp_path / "grow.json"
     path.write_bytes(b" " * 2000)

@@ -16,11 +16,12 @@ from moto import mock_aws
 
 import audit_fixtures as F
 from llm_affinity.checks import normalize as N
-from llm_affinity.checks.engine import evaluate
+from llm_affinity.checks.assemble import finish
+from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.model import Invalid, Unresolved
 from llm_affinity.checks.rules import REGISTRY, Settings
 from llm_affinity.checks.sources import aws
-from llm_affinity.checks.sources.cfn import load_paths
+from llm_affinity.checks.sources.inputs import load_paths
 
 #: Attribute values the ELB API accepts (moto stores them as given).
 TG_VALUES = {
@@ -107,7 +108,7 @@ def test_unreadable_attributes_give_identical_settings_and_unknowns(tmp_path, mo
     assert isinstance(tpl_tg.settings.sticky, Unresolved) and isinstance(live_tg.settings.cross_zone, Unresolved)
     for tg in (tpl_tg, live_tg):  # both sources say the same thing to a reader
         tg.tags = {"llm-affinity:role": "inference"}
-    template.finish(), live.finish()
+    finish(template), finish(live)
     unknown = {}
     for name, model in (("template", template), ("live", live)):
         report = evaluate([model])

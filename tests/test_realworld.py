@@ -12,7 +12,7 @@ import pytest
 
 from llm_affinity.checks.lint import lint_paths
 from llm_affinity.checks.model import Unresolved
-from llm_affinity.checks.sources.cfn import load_paths
+from llm_affinity.checks.sources.inputs import load_paths
 
 HERE = Path(__file__).resolve().parent / "realworld"
 MANIFEST = json.loads((HERE / "manifest.json").read_text(encoding="utf-8"))["templates"]

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from llm_affinity.checks.engine import evaluate
+from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.lint import lint_paths
 from llm_affinity.checks.rules import REGISTRY, Settings, all_rules
 from llm_affinity.checks.rules.base import FAILURE_MODES, LAYERS, SEVERITIES
@@ -270,6 +270,7 @@ def test_values_the_api_rejects_are_findings_of_the_rule_owning_the_key(write):
 
 
 def _live_fleet_model(alarm_region: str):
+    from llm_affinity.checks.assemble import finish
     from llm_affinity.checks.model import Alarm, Candidate, Fleet, LaunchSpec, Location, Model
 
     model = Model(scope="aws:123456789012")
@@ -280,7 +281,7 @@ def _live_fleet_model(alarm_region: str):
                               launch=LaunchSpec(instance_types=[Candidate("g5.xlarge")])))
     model.alarms.append(Alarm("arn:alarm", Location("arn:alarm", "AWS::CloudWatch::Alarm", region=alarm_region),
                               watches=["vllm_num_requests_waiting"]))
-    return model.finish()
+    return finish(model)
 
 
 def test_fleet005_alarm_must_be_in_the_fleets_region():
@@ -300,7 +301,7 @@ def test_fleet005_silent_when_alarms_could_not_be_read():
 def test_reports_list_only_the_rules_that_ran():
     from xml.etree import ElementTree as ET
 
-    from llm_affinity.checks.engine import select_rules
+    from llm_affinity.checks.runner import select_rules
     from llm_affinity.checks.report import render_junit, to_sarif_dict
 
     report = lint_paths([str(_fixture("ALB011_fail"))], ignore=["ALB011", "FLEET005"])

@@ -8,7 +8,7 @@ import collections
 import textwrap
 
 from llm_affinity.checks.lint import lint_paths
-from llm_affinity.checks.sources.cfn import load_paths
+from llm_affinity.checks.sources.inputs import load_paths
 
 _TYPES = ", ".join(["t3.micro", "t3.small", "m5.large", "c5.xlarge", "r5.large"] * 10
                    + ["p3.2xlarge", "g4dn.xlarge", "g5.2xlarge", "c6i.large", "m6i.large", "m7i.large", "t3.large"])

@@ -215,13 +215,13 @@ def test_usage_errors_are_one_line_exit_2(capsys, argv, message):
 
 
 def test_memory_is_bounded_by_the_duckdb_limit(tmp_path):
-    from llm_affinity.evidence.sql_duckdb import Engine
+    from llm_affinity.evidence.sql_duckdb import LogDatabase
 
-    engine = Engine(str(tmp_path), memory_limit="256MB")
+    db = LogDatabase(str(tmp_path), memory_limit="256MB")
     try:
-        limit = engine.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        limit = db.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
     finally:
-        engine.close()
+        db.close()
     assert limit.replace(" ", "") in ("256.0MB", "244.1MiB", "256MB")
 
 
@@ -288,18 +288,18 @@ def test_engine_report_is_repeatable(tmp_path):
     """The files are read by the report statement itself: a second report reads them again and
     counts skipped lines (here a connection-log line and one with undecodable bytes) once."""
     from llm_affinity.evidence.alb_logs import discover
-    from llm_affinity.evidence.sql_duckdb import Engine
+    from llm_affinity.evidence.sql_duckdb import LogDatabase
 
     write(str(tmp_path / "logs" / "a.log"), ground_truth_lines() + [CONNECTION_LOG_LINE])
     (tmp_path / "logs" / "b.log").write_bytes("".join(ground_truth_lines()).encode() + b"https \xff\xfe\n")
     files, errors = discover([str(tmp_path / "logs")], workdir=str(tmp_path))
-    engine = Engine(str(tmp_path))
+    db = LogDatabase(str(tmp_path))
     try:
-        engine.load_alb(files, "llm_session")
-        first = engine.report("alb-logs", errors=errors, stickiness_duration_s=60.0)
-        second = engine.report("alb-logs", errors=errors, stickiness_duration_s=60.0)
+        db.load_alb(files, "llm_session")
+        first = db.report("alb-logs", errors=errors, stickiness_duration_s=60.0)
+        second = db.report("alb-logs", errors=errors, stickiness_duration_s=60.0)
     finally:
-        engine.close()
+        db.close()
     assert first == second
     # the same 4 sessions in both files: 32 requests, s4 moves once (after its idle gap)
     assert (first["requests"], first["sessions"], first["expiries"]) == (32, 4, 1)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from llm_affinity.cli import main
 from llm_affinity.evidence.report import REPORT_KEYS, Record, build_report, percentile
-from llm_affinity.evidence.sql_duckdb import Engine
+from llm_affinity.evidence.sql_duckdb import LogDatabase
 from llm_affinity.evidence.telemetry import TelemetryWriter
 
 duckdb = pytest.importorskip("duckdb")
@@ -39,12 +39,12 @@ def duckdb_report(tmp_path, records, duration):
     for r in records:
         writer.write(r)
     writer.close()
-    engine = Engine(str(tmp_path))
+    db = LogDatabase(str(tmp_path))
     try:
-        errors = engine.load_telemetry([str(path)])
-        return engine.report("telemetry", errors=errors, stickiness_duration_s=duration)
+        errors = db.load_telemetry([str(path)])
+        return db.report("telemetry", errors=errors, stickiness_duration_s=duration)
     finally:
-        engine.close()
+        db.close()
         path.unlink()
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from llm_affinity.checks.lint import lint_paths
 from llm_affinity.checks.model import UNKNOWN
-from llm_affinity.checks.sources.cfn import load_paths
+from llm_affinity.checks.sources.inputs import load_paths
 from llm_affinity.checks.sources.template_file import TemplateError, parse_text, read_template
 
 from conftest import FIXTURES

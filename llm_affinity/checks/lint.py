@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Sequence
 
-from .engine import Report, evaluate, select_rules
+from .runner import Report, evaluate, select_rules
 from .model import ModelError
 from .rules import Rule, Settings
 from .sources.inputs import load_paths, unexpected

@@ -28,7 +28,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .definitions import IGNORE_TAG, ROLE_INFERENCE, ROLE_TAG, ROUTER_TAG  # noqa: F401  (re-exported)
+from ..common.definitions import IGNORE_TAG, ROLE_INFERENCE, ROLE_TAG, ROUTER_TAG  # noqa: F401  (re-exported)
 
 
 class _Unknown:
@@ -445,14 +445,7 @@ class Model:
         return self._index().variants.get((resource.type, resource.id), 1)
 
     # -- post-processing, called by sources once everything is loaded ---------------------
-
-    def finish(self) -> "Model":
-        from .serving import classify  # the one definition of "serving inference"
-
-        self.link()
-        classify(self)
-        self.resources_checked = len({(r.type, r.id) for r in self.all_resources()})
-        return self
+    # (assemble.finish links, classifies and counts: the model itself knows no rule or verdict)
 
     def link(self) -> None:
         """Connect target groups to the load balancers whose listeners forward to them."""

@@ -20,7 +20,7 @@ import gzip
 import re
 from typing import Any, Callable
 
-from .definitions import ACCELERATOR_TYPES
+from ..common.definitions import ACCELERATOR_TYPES
 from .model import (
     ABSENT, UNKNOWN, Forward, Invalid, LoadBalancerSettings, TargetGroupSettings, Unresolved,
 )

@@ -16,9 +16,12 @@ from typing import Any, Iterable
 from xml.etree import ElementTree as ET
 
 from .. import __version__
-from .engine import Finding, Report
+from .runner import Finding, Report
 from .rules import Rule
 from .severity import SARIF_LEVEL, SECURITY_SEVERITY
+from ..common.text import escape_match as _escape
+from ..common.text import printable
+from ..common.text import without_lone_surrogates as _without_lone_surrogates
 
 TOOL_NAME = "llm-affinity"
 INFORMATION_URI = "https://github.com/llm-affinity/llm-affinity"
@@ -26,44 +29,11 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 # --- escaping ------------------------------------------------------------------------------------
-# Everything a report shows may come from the input: logical ids, values, file names. The text
-# report must not let them drive the terminal (escape sequences), JUnit must stay well-formed
-# XML 1.0, and a file name that is not UTF-8 (a surrogate-escaped str) must never make writing
-# fail: each becomes a visible backslash escape.
+# JUnit must stay well-formed XML 1.0 and JSON/SARIF free of lone surrogates; the terminal-safe
+# escaping of text output is common.text's.
 
-#: control characters (C0, DEL, C1) and bidi overrides. Lone surrogates are found by a failed
-#: UTF-8 encode instead: a character class spanning them costs ~16 ms to compile at start-up.
-_UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 #: characters XML 1.0 forbids, besides lone surrogates (tab, newline and carriage return are allowed)
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
-
-
-def _escape_char(char: str) -> str:
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # one byte of a non-UTF-8 file name (surrogateescape)
-        return f"\\x{code - 0xDC00:02x}"
-    if char in _NAMED:
-        return _NAMED[char]
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-
-def _escape(match: re.Match) -> str:
-    return _escape_char(match.group())
-
-
-def _without_lone_surrogates(text: str) -> str:
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return "".join(_escape_char(c) if "\ud800" <= c <= "\udfff" else c for c in text)
-
-
-def printable(text: str) -> str:
-    """``text`` safe for a terminal and a UTF-8 file: controls and undecodable bytes escaped."""
-    text = _without_lone_surrogates(str(text))
-    return _UNSAFE_TEXT.sub(_escape, text) if _UNSAFE_TEXT.search(text) else text
 
 
 def _without_surrogates(value: Any) -> Any:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .definitions import ROLE_INFERENCE, ROLE_TAG, inference_server_name, is_accelerated_instance_type
+from ..common.definitions import ROLE_INFERENCE, ROLE_TAG, inference_server_name, is_accelerated_instance_type
 from .model import Candidate, EngineHost, Fleet, LaunchSpec, Model, Resource, Serving, Service, Unresolved
 
 TAGGED = f"tagged {ROLE_TAG}={ROLE_INFERENCE}"

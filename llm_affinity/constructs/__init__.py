@@ -2,19 +2,46 @@
 
 This package, `llm_affinity.stacks` and `llm_affinity.checks.nag` are the only modules that
 import aws_cdk; the linter and the client helper stay importable without it.
+
+The names below load lazily (PEP 562): ``from llm_affinity.constructs import VllmFleet`` imports
+aws_cdk, while ``from llm_affinity.constructs.userdata import nginx_config`` (the boot script as
+plain text, used by the probe lab and unit tests) works without the ``cdk`` extra.
 """
 
-from ._validate import AffinityPropError
-from .alb import AlbStickiness, StickyAlbFront
-from .dashboard import AffinityDashboard
-from .fleet import DLAMI_SSM_PARAMETER, INFERENCE_TAG, VLLM_IMAGE_DEFAULT, VllmFleet
-from .gateway import GatewayAuthorizer, McpGatewayLayer, McpServerTarget
-from .nlb import StickyNlbFront
-from .suppress import acknowledge_nag, suppress
+from __future__ import annotations
 
-__all__ = [
-    "AffinityDashboard", "AffinityPropError", "AlbStickiness", "DLAMI_SSM_PARAMETER",
-    "GatewayAuthorizer", "INFERENCE_TAG", "McpGatewayLayer", "McpServerTarget",
-    "StickyAlbFront", "StickyNlbFront", "VLLM_IMAGE_DEFAULT", "VllmFleet",
-    "acknowledge_nag", "suppress",
-]
+import importlib
+from typing import Any
+
+#: public name → the submodule that defines it
+_EXPORTS = {
+    "AffinityPropError": "._validate",
+    "AlbStickiness": ".alb",
+    "StickyAlbFront": ".alb",
+    "AffinityDashboard": ".dashboard",
+    "DLAMI_SSM_PARAMETER": ".fleet",
+    "INFERENCE_TAG": ".fleet",
+    "VLLM_IMAGE_DEFAULT": ".fleet",
+    "VllmFleet": ".fleet",
+    "GatewayAuthorizer": ".gateway",
+    "McpGatewayLayer": ".gateway",
+    "McpServerTarget": ".gateway",
+    "StickyNlbFront": ".nlb",
+    "acknowledge_nag": ".suppressions",
+    "suppress": ".suppressions",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

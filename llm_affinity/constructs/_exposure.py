@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from aws_cdk import aws_ec2 as ec2
 
 from ._validate import AffinityPropError, is_unresolved
-from .suppress import acknowledge_nag
+from .suppressions import acknowledge_nag
 
 WORLD = ("0.0.0.0/0", "::/0")
 

@@ -23,7 +23,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.region_info import RegionInfo
 from constructs import Construct
 
-from .suppress import acknowledge_nag
+from .suppressions import acknowledge_nag
 
 ALB_LOG_DELIVERY = "logdelivery.elasticloadbalancing.amazonaws.com"
 NLB_LOG_DELIVERY = "delivery.logs.amazonaws.com"

@@ -25,9 +25,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ..checks.definitions import ROLE_INFERENCE, ROLE_TAG, is_accelerated_instance_type, starts_inference_server
+from ..common.definitions import ROLE_INFERENCE, ROLE_TAG, is_accelerated_instance_type, starts_inference_server
 from ._validate import AffinityPropError, is_unresolved, require, require_int, require_pattern, require_range
-from .suppress import acknowledge_nag
+from .suppressions import acknowledge_nag
 from .userdata import METRIC_NAMESPACE, BootSpec, ProxySpec, boot_commands
 
 #: Public SSM parameter of the Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04).
@@ -37,7 +37,7 @@ VLLM_IMAGE_DEFAULT = "vllm/vllm-openai:v0.11.0"
 MODEL_ID_DEFAULT = "Qwen/Qwen2.5-7B-Instruct"
 INSTANCE_TYPE_DEFAULT = "g6.xlarge"
 VLLM_PORT = 8000
-#: Tag that the linter uses to recognise inference target groups and fleets (checks.definitions).
+#: Tag that the linter uses to recognise inference target groups and fleets (common.definitions).
 INFERENCE_TAG = (ROLE_TAG, ROLE_INFERENCE)
 
 # Every string below is written into the boot script or a config file on the instance.

@@ -25,7 +25,7 @@ from ._exposure import peer as _peer
 from ._logbucket import log_access_logs, new_access_log_bucket
 from ._validate import AffinityPropError, is_unresolved, require, require_int, require_range
 from .fleet import INFERENCE_TAG, VllmFleet
-from .suppress import acknowledge_nag
+from .suppressions import acknowledge_nag
 
 
 class StickyNlbFront(Construct):

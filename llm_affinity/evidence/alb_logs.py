@@ -22,7 +22,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from ..checks.sources.files import regular_file_problem
+from ..common.files import regular_file_problem
 
 #: File names we read inside folders and S3 prefixes (ALB writes ``*.log.gz``).
 LOG_SUFFIXES = (".log", ".gz")

@@ -13,6 +13,9 @@ import os
 import sys
 from typing import Any
 
+from ..common.commands import EXIT_BELOW, EXIT_INPUT, EXIT_OK, UsageError, add_output_options, count, emit
+from ..common.commands import fraction as _fraction
+from ..common.commands import number, open_output, positive_int, say
 from .report import affinity_state
 
 HELP = "drive synthetic multi-turn sessions through a front: stickiness and cache hit rate per turn"
@@ -25,27 +28,11 @@ DESCRIPTION = (
     "fails."
 )
 API_KEY_ENV = ("LLM_AFFINITY_API_KEY", "OPENAI_API_KEY")
-EXIT_OK, EXIT_BELOW, EXIT_FAILED = 0, 1, 2
+EXIT_FAILED = EXIT_INPUT
 
-
-def _bounded(kind: type, low: float, high: float | None, what: str) -> Any:
-    """An argparse type: a number of ``kind`` within [low, high] (one-line error otherwise)."""
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
-        if value < low or (high is not None and value > high):
-            bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
-        return value
-    return parse
-
-
-_fraction = _bounded(float, 0.0, 1.0, "a number")
-_positive = _bounded(int, 1, None, "an integer")
-_count = _bounded(int, 0, None, "an integer")
-_seconds = _bounded(float, 0.0, 3600.0, "a number of seconds")
+_positive = positive_int
+_count = count
+_seconds = number(float, 0.0, 3600.0, "a number of seconds")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,14 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--expect-hit-rate", type=_fraction, metavar="X",
                        help="exit 1 when the warm hit rate (Σ cached / Σ prompt tokens of turns 2..T) is below X")
     out = parser.add_argument_group("output")
-    out.add_argument("--format", "-f", choices=("text", "json"), default="text", help="report format (default: text)")
-    out.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    add_output_options(out)
     out.add_argument("--raw", metavar="FILE", help="write one telemetry JSON line per request to FILE")
     out.add_argument("--chart", metavar="FILE.png", help="draw hit rate and TTFT per turn (needs matplotlib)")
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    from ..cli import UsageError
     from .probe import validate_base_url
 
     problem = validate_base_url(args.base_url)
@@ -106,17 +91,7 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError("--instance-header must name a header")
 
 
-def _open_for_writing(path: str, flag: str) -> Any:
-    from ..cli import UsageError
-
-    try:
-        return open(path, "w", encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{flag} {path}: {exc.strerror or exc}") from None
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..cli import UsageError
     from .probe import EndpointError, ProbeConfig, run_probe
     from .report import build_report
     from .telemetry import TelemetryWriter
@@ -128,10 +103,10 @@ def run(args: argparse.Namespace) -> int:
                       think_time_s=args.think_time, model=args.model, api_key=api_key,
                       instance_header=args.instance_header, cookies=args.cookies,
                       session_header=args.session_header or None, session_query=args.session_query)
-    out_fh = _open_for_writing(args.output, "--output") if args.output else None  # fail before the run
+    out_fh = open_output(args.output, "--output") if args.output else None  # fail before the run
     writer = None
     if args.raw:
-        _open_for_writing(args.raw, "--raw").close()  # truncate: the file holds this run only
+        open_output(args.raw, "--raw").close()  # truncate: the file holds this run only
         writer = TelemetryWriter(args.raw)
     bar = None
     if sys.stderr.isatty():
@@ -146,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_probe(cfg, on_record=writer.write if writer else None,
                            on_progress=bar.update if bar is not None else None)
     except EndpointError as exc:
-        _say(f"error: {exc}")
+        say(f"error: {exc}")
         if out_fh is not None:
             out_fh.close()
         return EXIT_FAILED
@@ -157,9 +132,9 @@ def run(args: argparse.Namespace) -> int:
             writer.close()
     report = build_report(result.records, source=args.base_url, errors=result.errors)
     for line in _error_lines(result.errors):
-        _say(line)
+        say(line)
     for hint in result.hints:
-        _say(f"hint: {hint}")
+        say(f"hint: {hint}")
     verdict, failures = judge(report, args.expect_stability, args.expect_hit_rate)
     if args.format == "json":
         import json
@@ -167,11 +142,7 @@ def run(args: argparse.Namespace) -> int:
         text = json.dumps(report, indent=2, allow_nan=False) + "\n"
     else:
         text = render_text(report, verdict, model=result.model)
-    if out_fh is not None:
-        with out_fh:
-            out_fh.write(text)
-    else:
-        sys.stdout.write(text)
+    emit(text, out_fh)
     if args.chart:
         from .chart import ChartUnavailable, write_chart
 
@@ -182,14 +153,10 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"--chart {args.chart}: {exc.strerror or exc}") from None
     for failure in failures:
-        _say(f"expectation not met: {failure}")
+        say(f"expectation not met: {failure}")
     if report["errors"]:
         return EXIT_FAILED
     return EXIT_BELOW if failures else EXIT_OK
-
-
-def _say(message: str) -> None:
-    print(f"llm-affinity: {message}", file=sys.stderr)
 
 
 def _error_lines(errors: list[dict[str, str]]) -> list[str]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+from ..common.commands import UsageError, add_output_options, emit, open_output
 
 HELP = "pick a front for a workload (decision table + simulation)"
 DESCRIPTION = ("Apply the decision table (ALB duration cookie, ALB app cookie, NLB source IP, Ray Serve "
@@ -18,18 +19,18 @@ DESCRIPTION = ("Apply the decision table (ALB duration cookie, ALB app cookie, N
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `recommend` (imports nothing heavy: the parser is built at every start)."""
     parser.add_argument("--workload", required=True, metavar="FILE.yaml", help="workload file (see docs/simulate.md)")
-    parser.add_argument("--format", "-f", choices=("text", "json"), default="text", help="output format (default: text)")
+    add_output_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import UsageError
     from .recommend import recommend, render_text
     from .simulate.workload import WorkloadError, load_file
 
+    out = open_output(args.output, "--output") if args.output else None  # fail before the run
     try:
         wl = load_file(args.workload)
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
     doc = recommend(wl)
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n" if args.format == "json" else render_text(doc))
+    emit(json.dumps(doc, indent=2) + "\n" if args.format == "json" else render_text(doc), out)
     return 0

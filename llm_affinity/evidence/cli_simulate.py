@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+from ..common.commands import UsageError, add_output_options, emit, open_output
 
 HELP = "simulate a vLLM fleet behind each routing policy (deterministic)"
 DESCRIPTION = ("Discrete-event simulation of N vLLM instances (finite prefix cache, queueing, prefill and "
@@ -64,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="an instance is scaled in at this time (repeatable or comma-separated)")
     parser.add_argument("--calibrate", metavar="REPORT.json",
                         help="fit prefill/decode rates from a probe/sli report or a vLLM /metrics scrape")
-    parser.add_argument("--format", "-f", choices=("text", "json"), default="text", help="output format (default: text)")
+    add_output_options(parser)
     parser.add_argument("--chart", metavar="FILE.png", help="hit rate and TTFT per turn, one line per policy")
 
 
@@ -80,7 +81,6 @@ def _scalar(text: str):
 
 def build_workload(args: argparse.Namespace):
     """The workload from --workload and the flags (UsageError on any bad value)."""
-    from ..cli import UsageError
     from .simulate.workload import Workload, WorkloadError, check_value, load_file
 
     try:
@@ -99,7 +99,6 @@ def build_workload(args: argparse.Namespace):
 
 
 def policy_names(text: str | None) -> list[str]:
-    from ..cli import UsageError
     from .simulate.policies import POLICIES
 
     if not text:
@@ -118,7 +117,6 @@ def policy_names(text: str | None) -> list[str]:
 
 
 def apply_calibration(wl, path: str, args: argparse.Namespace) -> dict:
-    from ..cli import UsageError
     from .simulate.calibrate import CalibrationError, calibrate_file
 
     if args.wl_prefill_tokens_per_s is not None or args.wl_ttft_overhead_ms is not None:
@@ -135,7 +133,6 @@ def apply_calibration(wl, path: str, args: argparse.Namespace) -> dict:
 
 
 def write_chart_or_fail(path: str, result: dict, title: str) -> None:
-    from ..cli import UsageError
     from .chart import ChartUnavailable, write_chart
 
     try:
@@ -147,6 +144,7 @@ def write_chart_or_fail(path: str, result: dict, title: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    out = open_output(args.output, "--output") if args.output else None  # fail before the run
     wl = build_workload(args)
     names = policy_names(args.policies)
     calibration = apply_calibration(wl, args.calibrate, args) if args.calibrate else None
@@ -158,8 +156,5 @@ def run(args: argparse.Namespace) -> int:
         result["workload"]["calibration"] = calibration
     if args.chart:
         write_chart_or_fail(args.chart, result, f"simulate: {wl.instances} instances, {wl.sessions} sessions")
-    if args.format == "json":
-        sys.stdout.write(json.dumps(result, indent=2) + "\n")
-    else:
-        sys.stdout.write(render_text(result))
+    emit(json.dumps(result, indent=2) + "\n" if args.format == "json" else render_text(result), out)
     return 0

@@ -18,6 +18,8 @@ import sys
 import tempfile
 from typing import Any
 
+from ..common.commands import EXIT_BELOW, EXIT_INPUT, EXIT_OK, UsageError, add_output_options, emit, fraction
+from ..common.commands import number, open_output, positive_int, say, seconds
 from .report import affinity_state
 
 HELP = "compute the affinity SLIs from telemetry JSONL, ALB access logs and vLLM /metrics"
@@ -28,7 +30,6 @@ DESCRIPTION = (
     "/metrics scrapes (--metrics). Exit 0 ok, 1 below an --expect-* threshold, 2 bad options or an "
     "input that could not be read (the rest is still reported)."
 )
-EXIT_OK, EXIT_BELOW, EXIT_INPUT = 0, 1, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,9 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="table name (default: llm_affinity_alb_logs)")
     ath.add_argument("--athena-workgroup", metavar="NAME", help="Athena workgroup")
     ath.add_argument("--athena-output", metavar="s3://...", help="query result location (unless the workgroup sets one)")
-    ath.add_argument("--athena-days", type=int, default=1, metavar="N",
+    ath.add_argument("--athena-days", type=positive_int, default=1, metavar="N",
                      help="read the last N days of logs, through today UTC (default: 1)")
-    ath.add_argument("--athena-timeout", type=float, default=600.0, metavar="S", help="per-query timeout (default: 600)")
+    ath.add_argument("--athena-timeout", type=number(float, 1.0, 86400.0, "a number of seconds"), default=600.0, metavar="S", help="per-query timeout (default: 600)")
     ath.add_argument("--account", metavar="ID", help="AWS account id of the log path (default: sts:GetCallerIdentity)")
     ath.add_argument("--region", metavar="REGION", help="AWS region (Athena, and the log path)")
     ath.add_argument("--profile", metavar="NAME", help="AWS named profile")
@@ -61,21 +62,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     eng = parser.add_argument_group("vLLM engines")
     eng.add_argument("--metrics", nargs="+", action="extend", default=[], metavar="URL",
                      help="vLLM /metrics URLs, scraped twice (adds the `engine` key)")
-    eng.add_argument("--metrics-interval", type=float, default=10.0, metavar="S",
+    eng.add_argument("--metrics-interval", type=number(float, 0.0, 3600.0, "a number of seconds"), default=10.0, metavar="S",
                      help="seconds between the two scrapes (default: 10)")
     out = parser.add_argument_group("report")
-    out.add_argument("--stickiness-duration", type=float, metavar="S",
+    out.add_argument("--stickiness-duration", type=seconds, metavar="S",
                      help="the stickiness duration of the front, to count expiries")
-    out.add_argument("--expect-stability", type=float, metavar="X", help="exit 1 when stability is below X (0..1)")
-    out.add_argument("--expect-hit-rate", type=float, metavar="X",
+    out.add_argument("--expect-stability", type=fraction, metavar="X", help="exit 1 when stability is below X (0..1)")
+    out.add_argument("--expect-hit-rate", type=fraction, metavar="X",
                      help="exit 1 when the overall hit rate (Σ cached / Σ prompt) is below X (0..1)")
-    out.add_argument("--format", "-f", choices=("text", "json"), default="text", help="output format (default: text)")
-    out.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    add_output_options(out)
     out.add_argument("--chart", metavar="FILE.png", help="draw hit rate and TTFT per turn (needs matplotlib)")
 
 
 def _check(args: argparse.Namespace) -> None:
-    from ..cli import UsageError
     from .sql import check_session_key
 
     if not (args.telemetry or args.alb_logs or args.metrics):
@@ -92,30 +91,21 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError("--athena needs --alb-logs s3://bucket/prefix")
     if args.athena and len(args.alb_logs) != 1:
         raise UsageError("--athena reads one log location: give one --alb-logs s3://bucket/prefix")
-    if args.athena_days < 1:
-        raise UsageError("--athena-days must be at least 1")
-    for flag, value in (("--stickiness-duration", args.stickiness_duration), ("--metrics-interval", args.metrics_interval),
-                        ("--athena-timeout", args.athena_timeout)):
-        if value is not None and not value >= 0:
-            raise UsageError(f"{flag} must be a number >= 0")
-    for flag, value in (("--expect-stability", args.expect_stability), ("--expect-hit-rate", args.expect_hit_rate)):
-        if value is not None and not 0 <= value <= 1:
-            raise UsageError(f"{flag} must be between 0 and 1")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import UsageError, emit
 
     _check(args)
     if args.print_sql:
         sys.stdout.write(_sql_text(args))
         return EXIT_OK
+    out = open_output(args.output, "--output") if args.output else None  # fail before the run
     with tempfile.TemporaryDirectory(prefix="llm-affinity-sli-") as workdir:
         report, errors = _compute(args, workdir)
     for error in report["errors"]:
-        print(f"llm-affinity: error: {error['input']}: {error['message']}", file=sys.stderr)
+        say(f"error: {error['input']}: {error['message']}")
     text = json.dumps(report, indent=2) + "\n" if args.format == "json" else render_text(report)
-    emit(text, args.output)
+    emit(text, out)
     if args.chart:
         from .chart import ChartUnavailable, write_chart
 
@@ -140,9 +130,9 @@ def _compute(args: argparse.Namespace, workdir: str) -> tuple[dict[str, Any], li
         source = "athena"
         report = _athena_report(args, errors)
     elif args.alb_logs or args.telemetry:
-        from .sql_duckdb import Engine
+        from .sql_duckdb import LogDatabase
 
-        engine = Engine(workdir, memory_limit=args.memory_limit)
+        db = LogDatabase(workdir, memory_limit=args.memory_limit)
         try:
             if args.alb_logs:
                 from .alb_logs import discover
@@ -151,13 +141,13 @@ def _compute(args: argparse.Namespace, workdir: str) -> tuple[dict[str, Any], li
                 s3 = _boto3_client(args, "s3") if any(p.startswith("s3://") for p in args.alb_logs) else None
                 files, found_errors = discover(args.alb_logs, workdir=workdir, s3_client=s3)
                 errors += found_errors
-                errors += engine.load_alb(files, args.session_query)
+                errors += db.load_alb(files, args.session_query)
             else:
                 source = "telemetry"
-                errors += engine.load_telemetry(args.telemetry)
-            report = engine.report(source, errors=errors, stickiness_duration_s=duration)
+                errors += db.load_telemetry(args.telemetry)
+            report = db.report(source, errors=errors, stickiness_duration_s=duration)
         finally:
-            engine.close()
+            db.close()
     else:
         report, _ = sql.rows_to_report([], "metrics", errors=[], stickiness_duration_s=duration)
         report["errors"] = [e.as_dict() for e in errors]
@@ -178,7 +168,6 @@ def _boto3_client(args: argparse.Namespace, service: str) -> Any:
 
 
 def _athena_table(args: argparse.Namespace, *, offline: bool) -> Any:
-    from ..cli import UsageError
     from .athena import AthenaTable, check_identifier, log_location
 
     try:
@@ -269,10 +258,10 @@ def _judge(args: argparse.Namespace, report: dict[str, Any]) -> int:
         if want is None:
             continue
         if value is None:
-            print(f"llm-affinity: {flag} is unknown in this source, cannot check it against {want:g}", file=sys.stderr)
+            say(f"{flag} is unknown in this source, cannot check it against {want:g}")
             code = EXIT_BELOW
         elif value < want:
-            print(f"llm-affinity: {flag} {value:.4f} is below the expected {want:g}", file=sys.stderr)
+            say(f"{flag} {value:.4f} is below the expected {want:g}")
             code = EXIT_BELOW
     return code
 

@@ -14,7 +14,7 @@ import json
 import os
 from typing import Any, Sequence
 
-from ..checks.sources.files import regular_file_problem
+from ..common.files import regular_file_problem
 from . import sql
 from .alb_logs import InputError, LogFile, salvage_gzip
 
@@ -24,7 +24,7 @@ _JSON_COLUMNS = ("{'ts': 'DOUBLE', 'session': 'VARCHAR', 'turn': 'BIGINT', 'inst
                  "'prompt_tokens': 'BIGINT', 'cached_tokens': 'BIGINT', 'ttft_ms': 'DOUBLE', 'status': 'BIGINT'}")
 
 
-class Engine:
+class LogDatabase:
     """One DuckDB connection: a ``records`` table (telemetry), or ALB log files read by the report
     statement itself (``parsed``, a table, only when a damaged file forces reading file by file)."""
 

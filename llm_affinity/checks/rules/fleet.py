@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from ..definitions import ROUTER_TAG
+from ...common.definitions import ROUTER_TAG
 from ..model import Fleet, Model, Resource, TargetGroup
 from .base import Hit, Result, Unknown, rule
 from .common import DOCS_ALB_STICKY, DOCS_ALB_TG, inference_target_groups, invalid, rejected, unresolved, when

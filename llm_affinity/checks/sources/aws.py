@@ -41,6 +41,7 @@ import boto3
 import botocore.exceptions as bexc
 from botocore.config import Config
 
+from ..assemble import finish
 from ..model import ROLE_TAG, Model, ModelError, Unresolved
 from . import aws_build as B
 from .aws_errors import NOTHING_MISSING, READ_STATUSES, STATUS_RANK, TimedOut, classify
@@ -648,7 +649,7 @@ class _Audit:
             for reservation in result:
                 for inst in reservation.get("Instances") or ():
                     found[inst["InstanceId"]] = inst
-        from ..definitions import is_accelerated_instance_type
+        from ...common.definitions import is_accelerated_instance_type
 
         plain = [i for i in sorted(found) if isinstance(found[i].get("InstanceType"), str)
                  and not is_accelerated_instance_type(found[i]["InstanceType"])]
@@ -904,7 +905,7 @@ def _read_all(audit: _Audit, regions, all_regions, default_region, progress, err
             if cov.service == "cloudwatch":
                 model.alarms_known = False
 
-    model.finish()
+    finish(model)
     _fill_calls(audit, coverage)
     coverage["timed_out"] = deadline.expired()
     coverage["duration_seconds"] = round(deadline.elapsed(), 3)

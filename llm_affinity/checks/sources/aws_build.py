@@ -14,7 +14,7 @@ import re
 from typing import Any, Iterable
 
 from .. import normalize as N
-from ..definitions import IGNORE_REASON_TAG, IGNORE_TAG
+from ...common.definitions import IGNORE_REASON_TAG, IGNORE_TAG
 from ..model import (
     UNKNOWN,
     Alarm,

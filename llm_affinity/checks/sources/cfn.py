@@ -1,8 +1,7 @@
 """CloudFormation templates → :class:`~llm_affinity.checks.model.Model`.
 
 One model per template (the scope of "same template" rules such as GW003 and FLEET005).
-Reading files, folders and CDK cloud assemblies is :mod:`.inputs`' job; ``load_paths`` and
-``Loaded`` are still importable from here for older callers.
+Reading files, folders and CDK cloud assemblies is :mod:`.inputs`' job.
 """
 
 from __future__ import annotations
@@ -11,22 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import normalize as N
-from ..definitions import METADATA_KEY
+from ..assemble import finish
+from ...common.definitions import METADATA_KEY
 from ..model import (
     ABSENT, UNKNOWN, Alarm, Candidate, EngineHost, Fleet, LaunchSpec, Listener, LoadBalancer, Location,
     McpGateway, Model, Service, Suppression, TargetGroup, Unresolved, scenario_label,
 )
 from .intrinsics import Partial, Template
 from .template_file import TemplateFile
-
-
-def __getattr__(name: str) -> Any:
-    """``load_paths``/``Loaded`` moved to :mod:`.inputs` (imported lazily: inputs imports us)."""
-    if name in ("load_paths", "Loaded"):
-        from . import inputs
-
-        return getattr(inputs, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- template → model --------------------------------------------------------------------------
@@ -89,7 +80,7 @@ def model_from_template(tf: TemplateFile) -> Model:
             by_type.setdefault(rtype, []).append(
                 _Variant(logical_id, _raw_props(resource), props, scenario, label, location, suppressions))
     _Builder(tpl, model, by_type).build()
-    model.finish()
+    finish(model)
     model.resources_checked = len(tpl.resources)  # every resource was looked at, modelled or not
     return model
 

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from ..model import Model, ModelError
 from .cfn import model_from_template
-from .files import ReadError, describe_os_error, kind_of, read_regular, stat_path
+from ...common.files import ReadError, describe_os_error, kind_of, read_regular, stat_path
 from .intrinsics import collect_over_budget
 from .template_file import (
     MAX_TEMPLATE_BYTES, TEMPLATE_SUFFIXES, TemplateError, read_template_bytes, template_from_bytes,

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from .files import ReadError, TooLarge, read_regular
+from ...common.files import ReadError, TooLarge, read_regular
 from .intrinsics import TOO_LARGE_MARKER
 
 #: Larger files are refused: CloudFormation itself accepts at most 1 MB.

@@ -52,7 +52,7 @@ MAX_CALIBRATION_BYTES = 32 << 20
 
 
 def calibrate_file(path: str) -> Calibration:
-    from ...checks.sources.files import ReadError, read_text
+    from ...common.files import ReadError, read_text
 
     try:
         text = read_text(path, MAX_CALIBRATION_BYTES)

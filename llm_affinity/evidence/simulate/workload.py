@@ -191,7 +191,7 @@ def load_file(path: str) -> Workload:
     a huge one."""
     import yaml
 
-    from ...checks.sources.files import ReadError, read_text
+    from ...common.files import ReadError, read_text
 
     try:
         text = read_text(path, MAX_WORKLOAD_BYTES)

@@ -14,7 +14,7 @@ import re
 from aws_cdk import Acknowledgment, CfnResource, Validations
 from constructs import IConstruct
 
-from ..checks.definitions import METADATA_KEY  # read by the template source of `llm-affinity lint`
+from ..common.definitions import METADATA_KEY  # read by the template source of `llm-affinity lint`
 from ._validate import AffinityPropError
 
 #: Namespace of our validation plugin (`checks/nag.py`); CDK matches acknowledgements by it.
