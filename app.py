@@ -31,6 +31,7 @@ def _ensure_cdk_importable() -> None:
     """Continue in .venv's interpreter when this one lacks aws_cdk (see the module docstring)."""
     try:
         import aws_cdk  # noqa: F401
+
         return
     except ImportError:
         pass
@@ -39,8 +40,11 @@ def _ensure_cdk_importable() -> None:
         if candidate.exists() and Path(sys.prefix).resolve() != venv.resolve() and not os.environ.get(_REEXEC_MARK):
             os.environ[_REEXEC_MARK] = "1"
             os.execv(str(candidate), [str(candidate), str(HERE / "app.py"), *sys.argv[1:]])
-    print(f"app.py: aws_cdk cannot be imported by {sys.executable}; run `make venv` in {HERE} (the app then "
-          "uses .venv by itself) or `pip install -e '.[cdk]'` into this interpreter", file=sys.stderr)
+    print(
+        f"app.py: aws_cdk cannot be imported by {sys.executable}; run `make venv` in {HERE} (the app then "
+        "uses .venv by itself) or `pip install -e '.[cdk]'` into this interpreter",
+        file=sys.stderr,
+    )
     sys.exit(1)
 
 
@@ -105,16 +109,20 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        print(f"app.py: synth failed: {first} (rerun with --debug or CDK_DEBUG=true for the traceback)",
-              file=sys.stderr)
+        print(
+            f"app.py: synth failed: {first} (rerun with --debug or CDK_DEBUG=true for the traceback)", file=sys.stderr
+        )
         return 1
     # Under the CDK CLI (which sets failSynthOnValidationErrors=false) the CLI reads the
     # validation report, prints it and fails the command itself: exiting 1 here would cut it off.
     cli_reports = app.node.try_get_context(FAIL_SYNTH_CONTEXT) in (False, "false")
     failed = [] if cli_reports else failed_gates(assembly.directory)
     if failed:
-        print(f"app.py: synth failed: {', '.join(failed)} reported errors (the report above; a copy in "
-              f"{Path(assembly.directory) / 'validation-report.json'})", file=sys.stderr)
+        print(
+            f"app.py: synth failed: {', '.join(failed)} reported errors (the report above; a copy in "
+            f"{Path(assembly.directory) / 'validation-report.json'})",
+            file=sys.stderr,
+        )
         return 1
     for stack in assembly.stacks:
         print(f"synthesized {stack.stack_name}: {stack.template_full_path}", file=sys.stderr)

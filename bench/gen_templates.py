@@ -34,7 +34,12 @@ from typing import Any
 import yaml
 
 __all__ = [
-    "inference_template", "cdk_template", "to_yaml", "write_cdk_out", "write_template", "seed_templates",
+    "inference_template",
+    "cdk_template",
+    "to_yaml",
+    "write_cdk_out",
+    "write_template",
+    "seed_templates",
     "RESOURCES_PER_UNIT",
 ]
 
@@ -66,8 +71,11 @@ def _parameters() -> dict[str, Any]:
             "Type": "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>",
             "Default": "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id",
         },
-        "InstanceType": {"Type": "String", "Default": "g6e.xlarge",
-                         "AllowedValues": ["g6e.xlarge", "g5.2xlarge", "p4d.24xlarge"]},
+        "InstanceType": {
+            "Type": "String",
+            "Default": "g6e.xlarge",
+            "AllowedValues": ["g6e.xlarge", "g5.2xlarge", "p4d.24xlarge"],
+        },
         "Env": {"Type": "String", "Default": "prod", "AllowedValues": ["prod", "dev"]},
         "ModelId": {"Type": "String", "Default": "Qwen/Qwen2.5-7B-Instruct"},
         "VllmVersion": {"Type": "String", "Default": "v0.8.5"},
@@ -100,9 +108,15 @@ def _unit(i: int) -> dict[str, Any]:
         ("load_balancing.cross_zone.enabled", "true"),
     ]
     tg_common = {
-        "VpcId": {"Ref": "VpcId"}, "Protocol": "HTTP", "Port": 8000, "TargetType": "instance",
-        "HealthCheckPath": "/health", "HealthCheckIntervalSeconds": 15, "HealthyThresholdCount": 2,
-        "UnhealthyThresholdCount": 3, "Matcher": {"HttpCode": "200"},
+        "VpcId": {"Ref": "VpcId"},
+        "Protocol": "HTTP",
+        "Port": 8000,
+        "TargetType": "instance",
+        "HealthCheckPath": "/health",
+        "HealthCheckIntervalSeconds": 15,
+        "HealthyThresholdCount": 2,
+        "UnhealthyThresholdCount": 3,
+        "Matcher": {"HttpCode": "200"},
     }
     return {
         f"{p}AlbSg": {
@@ -116,50 +130,68 @@ def _unit(i: int) -> dict[str, Any]:
         f"{p}Alb": {
             "Type": "AWS::ElasticLoadBalancingV2::LoadBalancer",
             "Properties": {
-                "Type": "application", "Scheme": "internal",
+                "Type": "application",
+                "Scheme": "internal",
                 "Subnets": {"Ref": "Subnets"},
                 "SecurityGroups": [{"Fn::GetAtt": [f"{p}AlbSg", "GroupId"]}],
-                "LoadBalancerAttributes": _attrs([
-                    ("idle_timeout.timeout_seconds", {"Fn::If": ["IsProd", "600", "300"]}),
-                    ("access_logs.s3.enabled", "true"),
-                    ("access_logs.s3.bucket", {"Ref": "LogBucket"}),
-                    ("access_logs.s3.prefix", {"Fn::Sub": "${AWS::StackName}/" + p}),
-                    ("routing.http.drop_invalid_header_fields.enabled", "true"),
-                ]),
+                "LoadBalancerAttributes": _attrs(
+                    [
+                        ("idle_timeout.timeout_seconds", {"Fn::If": ["IsProd", "600", "300"]}),
+                        ("access_logs.s3.enabled", "true"),
+                        ("access_logs.s3.bucket", {"Ref": "LogBucket"}),
+                        ("access_logs.s3.prefix", {"Fn::Sub": "${AWS::StackName}/" + p}),
+                        ("routing.http.drop_invalid_header_fields.enabled", "true"),
+                    ]
+                ),
                 "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}, {"Key": "unit", "Value": p}],
             },
         },
         f"{p}TgBlue": {
             "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
-            "Properties": dict(tg_common, TargetGroupAttributes=_attrs(sticky_pairs),
-                               Tags=[{"Key": "llm-affinity:role", "Value": "inference"}]),
+            "Properties": dict(
+                tg_common,
+                TargetGroupAttributes=_attrs(sticky_pairs),
+                Tags=[{"Key": "llm-affinity:role", "Value": "inference"}],
+            ),
         },
         f"{p}TgGreen": {
             "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
-            "Properties": dict(tg_common, TargetGroupAttributes=_attrs(sticky_pairs[:3] + [
-                ("load_balancing.algorithm.type", "least_outstanding_requests"),
-                ("deregistration_delay.timeout_seconds", "300")])),
+            "Properties": dict(
+                tg_common,
+                TargetGroupAttributes=_attrs(
+                    sticky_pairs[:3]
+                    + [
+                        ("load_balancing.algorithm.type", "least_outstanding_requests"),
+                        ("deregistration_delay.timeout_seconds", "300"),
+                    ]
+                ),
+            ),
         },
         f"{p}Listener": {
             "Type": "AWS::ElasticLoadBalancingV2::Listener",
             "Properties": {
-                "LoadBalancerArn": {"Ref": f"{p}Alb"}, "Port": 80, "Protocol": "HTTP",
-                "DefaultActions": [{
-                    "Type": "forward",
-                    "ForwardConfig": {
-                        "TargetGroups": [
-                            {"TargetGroupArn": {"Ref": f"{p}TgBlue"}, "Weight": 90},
-                            {"TargetGroupArn": {"Ref": f"{p}TgGreen"}, "Weight": 10},
-                        ],
-                        "TargetGroupStickinessConfig": {"Enabled": True, "DurationSeconds": 3600},
-                    },
-                }],
+                "LoadBalancerArn": {"Ref": f"{p}Alb"},
+                "Port": 80,
+                "Protocol": "HTTP",
+                "DefaultActions": [
+                    {
+                        "Type": "forward",
+                        "ForwardConfig": {
+                            "TargetGroups": [
+                                {"TargetGroupArn": {"Ref": f"{p}TgBlue"}, "Weight": 90},
+                                {"TargetGroupArn": {"Ref": f"{p}TgGreen"}, "Weight": 10},
+                            ],
+                            "TargetGroupStickinessConfig": {"Enabled": True, "DurationSeconds": 3600},
+                        },
+                    }
+                ],
             },
         },
         f"{p}Rule": {
             "Type": "AWS::ElasticLoadBalancingV2::ListenerRule",
             "Properties": {
-                "ListenerArn": {"Ref": f"{p}Listener"}, "Priority": 10,
+                "ListenerArn": {"Ref": f"{p}Listener"},
+                "Priority": 10,
                 "Conditions": [{"Field": "path-pattern", "PathPatternConfig": {"Values": ["/v1/*"]}}],
                 "Actions": [{"Type": "forward", "TargetGroupArn": {"Ref": f"{p}TgBlue"}}],
             },
@@ -171,8 +203,9 @@ def _unit(i: int) -> dict[str, Any]:
                     "ImageId": {"Ref": "ImageId"},
                     "InstanceType": {"Ref": "InstanceType"},
                     "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 2},
-                    "BlockDeviceMappings": [{"DeviceName": "/dev/xvda", "Ebs": {
-                        "VolumeSize": 200, "VolumeType": "gp3", "Encrypted": True}}],
+                    "BlockDeviceMappings": [
+                        {"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 200, "VolumeType": "gp3", "Encrypted": True}}
+                    ],
                     "UserData": {"Fn::Base64": {"Fn::Sub": VLLM_USER_DATA}},
                     "TagSpecifications": [{"ResourceType": "instance", "Tags": [{"Key": "unit", "Value": p}]}],
                 },
@@ -181,12 +214,17 @@ def _unit(i: int) -> dict[str, Any]:
         f"{p}Asg": {
             "Type": "AWS::AutoScaling::AutoScalingGroup",
             "Properties": {
-                "MinSize": "1", "MaxSize": {"Fn::If": ["IsProd", "8", "2"]}, "DesiredCapacity": "2",
+                "MinSize": "1",
+                "MaxSize": {"Fn::If": ["IsProd", "8", "2"]},
+                "DesiredCapacity": "2",
                 "VPCZoneIdentifier": {"Ref": "Subnets"},
-                "LaunchTemplate": {"LaunchTemplateId": {"Ref": f"{p}LaunchTemplate"},
-                                   "Version": {"Fn::GetAtt": [f"{p}LaunchTemplate", "LatestVersionNumber"]}},
+                "LaunchTemplate": {
+                    "LaunchTemplateId": {"Ref": f"{p}LaunchTemplate"},
+                    "Version": {"Fn::GetAtt": [f"{p}LaunchTemplate", "LatestVersionNumber"]},
+                },
                 "TargetGroupARNs": [{"Ref": f"{p}TgBlue"}, {"Ref": f"{p}TgGreen"}],
-                "HealthCheckType": "ELB", "HealthCheckGracePeriod": 900,
+                "HealthCheckType": "ELB",
+                "HealthCheckGracePeriod": 900,
                 "Tags": [{"Key": "Name", "Value": f"vllm-{p}", "PropagateAtLaunch": True}],
             },
         },
@@ -195,16 +233,21 @@ def _unit(i: int) -> dict[str, Any]:
             "Properties": {
                 "AutoScalingGroupName": {"Ref": f"{p}Asg"},
                 "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
-                "HeartbeatTimeout": 600, "DefaultResult": "CONTINUE",
+                "HeartbeatTimeout": 600,
+                "DefaultResult": "CONTINUE",
             },
         },
         f"{p}QueueAlarm": {
             "Type": "AWS::CloudWatch::Alarm",
             "Properties": {
                 "AlarmDescription": f"vLLM queue depth of unit {p}",
-                "Namespace": "vLLM", "MetricName": "num_requests_waiting", "Statistic": "Maximum",
+                "Namespace": "vLLM",
+                "MetricName": "num_requests_waiting",
+                "Statistic": "Maximum",
                 "Dimensions": [{"Name": "AutoScalingGroupName", "Value": {"Ref": f"{p}Asg"}}],
-                "Period": 60, "EvaluationPeriods": 5, "Threshold": 16,
+                "Period": 60,
+                "EvaluationPeriods": 5,
+                "Threshold": 16,
                 "ComparisonOperator": "GreaterThanThreshold",
                 "AlarmActions": [{"Ref": "AlarmTopic"}],
             },
@@ -217,27 +260,43 @@ def _shared() -> dict[str, Any]:
     return {
         "Nlb": {
             "Type": "AWS::ElasticLoadBalancingV2::LoadBalancer",
-            "Properties": {"Type": "network", "Scheme": "internal", "Subnets": {"Ref": "Subnets"},
-                           "LoadBalancerAttributes": _attrs([("load_balancing.cross_zone.enabled", "true")])},
+            "Properties": {
+                "Type": "network",
+                "Scheme": "internal",
+                "Subnets": {"Ref": "Subnets"},
+                "LoadBalancerAttributes": _attrs([("load_balancing.cross_zone.enabled", "true")]),
+            },
         },
         "NlbTg": {
             "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
-            "Properties": {"VpcId": {"Ref": "VpcId"}, "Protocol": "TCP", "Port": 8000,
-                           "TargetGroupAttributes": _attrs([("stickiness.enabled", "true"),
-                                                            ("stickiness.type", "source_ip")])},
+            "Properties": {
+                "VpcId": {"Ref": "VpcId"},
+                "Protocol": "TCP",
+                "Port": 8000,
+                "TargetGroupAttributes": _attrs([("stickiness.enabled", "true"), ("stickiness.type", "source_ip")]),
+            },
         },
         "NlbListener": {
             "Type": "AWS::ElasticLoadBalancingV2::Listener",
-            "Properties": {"LoadBalancerArn": {"Ref": "Nlb"}, "Port": 8000, "Protocol": "TCP",
-                           "DefaultActions": [{"Type": "forward", "TargetGroupArn": {"Ref": "NlbTg"}}]},
+            "Properties": {
+                "LoadBalancerArn": {"Ref": "Nlb"},
+                "Port": 8000,
+                "Protocol": "TCP",
+                "DefaultActions": [{"Type": "forward", "TargetGroupArn": {"Ref": "NlbTg"}}],
+            },
         },
         "ToolGateway": {
             "Type": "AWS::BedrockAgentCore::Gateway",
             "Properties": {
-                "Name": "tools", "ProtocolType": "MCP", "AuthorizerType": "CUSTOM_JWT",
-                "AuthorizerConfiguration": {"CustomJWTAuthorizer": {
-                    "DiscoveryUrl": "https://auth.example.com/.well-known/openid-configuration",
-                    "AllowedAudience": ["tools"]}},
+                "Name": "tools",
+                "ProtocolType": "MCP",
+                "AuthorizerType": "CUSTOM_JWT",
+                "AuthorizerConfiguration": {
+                    "CustomJWTAuthorizer": {
+                        "DiscoveryUrl": "https://auth.example.com/.well-known/openid-configuration",
+                        "AllowedAudience": ["tools"],
+                    }
+                },
                 "RoleArn": "arn:aws:iam::123456789012:role/gateway",
                 "ProtocolConfiguration": {"Mcp": {"SessionConfiguration": {"SessionTimeoutInSeconds": 3600}}},
             },
@@ -246,10 +305,12 @@ def _shared() -> dict[str, Any]:
 
 
 def _filler(i: int) -> dict[str, Any]:
-    return {f"Extra{i:03d}Sg": {
-        "Type": "AWS::EC2::SecurityGroup",
-        "Properties": {"GroupDescription": f"extra security group {i}", "VpcId": {"Ref": "VpcId"}},
-    }}
+    return {
+        f"Extra{i:03d}Sg": {
+            "Type": "AWS::EC2::SecurityGroup",
+            "Properties": {"GroupDescription": f"extra security group {i}", "VpcId": {"Ref": "VpcId"}},
+        }
+    }
 
 
 def inference_template(n_resources: int) -> dict[str, Any]:
@@ -285,8 +346,7 @@ def cdk_template(stack: str, n_resources: int) -> dict[str, Any]:
     """An inference stack as ``cdk synth`` writes it: hashed logical ids, ``aws:cdk:path``
     metadata, ``Fn::Join`` user data, ``CDKMetadata``, the bootstrap parameter and rule."""
     base = inference_template(n_resources - 1)  # CDKMetadata is the last resource
-    rename = {old: "".join(ch for ch in old if ch.isalnum()) + _hash_id(f"{stack}/{old}")
-              for old in base["Resources"]}
+    rename = {old: "".join(ch for ch in old if ch.isalnum()) + _hash_id(f"{stack}/{old}") for old in base["Resources"]}
 
     def fix(node: Any) -> Any:
         if isinstance(node, dict):
@@ -315,25 +375,58 @@ def cdk_template(stack: str, n_resources: int) -> dict[str, Any]:
         resources[rename[old]] = new
     resources["CDKMetadata"] = {
         "Type": "AWS::CDK::Metadata",
-        "Properties": {"Analytics": "v2:deflate64:H4sIAAAAAAAA/zPSMzQw1TNQTCwv1k1OydbNyUzSqw4uSUzO1kvOzy8qKapMzUkBAKsWqHoiAAAA"},
+        "Properties": {
+            "Analytics": "v2:deflate64:H4sIAAAAAAAA/zPSMzQw1TNQTCwv1k1OydbNyUzSqw4uSUzO1kvOzy8qKapMzUkBAKsWqHoiAAAA"
+        },
         "Metadata": {"aws:cdk:path": f"{stack}/CDKMetadata/Default"},
         "Condition": "CDKMetadataAvailable",
     }
     params = base["Parameters"]
     params["BootstrapVersion"] = {
-        "Type": "AWS::SSM::Parameter::Value<String>", "Default": "/cdk-bootstrap/hnb659fds/version",
+        "Type": "AWS::SSM::Parameter::Value<String>",
+        "Default": "/cdk-bootstrap/hnb659fds/version",
         "Description": "Version of the CDK Bootstrap resources in this environment, automatically retrieved from SSM Parameter Store. [cdk:skip]",
     }
     conditions = base["Conditions"]
-    conditions["CDKMetadataAvailable"] = {"Fn::Or": [
-        {"Fn::Or": [{"Fn::Equals": [{"Ref": "AWS::Region"}, r]} for r in
-                    ("af-south-1", "ap-east-1", "ap-northeast-1", "ap-northeast-2", "ap-south-1",
-                     "ap-southeast-1", "ap-southeast-2", "ca-central-1", "cn-north-1", "cn-northwest-1")]},
-        {"Fn::Or": [{"Fn::Equals": [{"Ref": "AWS::Region"}, r]} for r in
-                    ("eu-central-1", "eu-north-1", "eu-south-1", "eu-west-1", "eu-west-2", "eu-west-3",
-                     "me-south-1", "sa-east-1", "us-east-1", "us-east-2")]},
-        {"Fn::Or": [{"Fn::Equals": [{"Ref": "AWS::Region"}, r]} for r in ("us-west-1", "us-west-2")]},
-    ]}
+    conditions["CDKMetadataAvailable"] = {
+        "Fn::Or": [
+            {
+                "Fn::Or": [
+                    {"Fn::Equals": [{"Ref": "AWS::Region"}, r]}
+                    for r in (
+                        "af-south-1",
+                        "ap-east-1",
+                        "ap-northeast-1",
+                        "ap-northeast-2",
+                        "ap-south-1",
+                        "ap-southeast-1",
+                        "ap-southeast-2",
+                        "ca-central-1",
+                        "cn-north-1",
+                        "cn-northwest-1",
+                    )
+                ]
+            },
+            {
+                "Fn::Or": [
+                    {"Fn::Equals": [{"Ref": "AWS::Region"}, r]}
+                    for r in (
+                        "eu-central-1",
+                        "eu-north-1",
+                        "eu-south-1",
+                        "eu-west-1",
+                        "eu-west-2",
+                        "eu-west-3",
+                        "me-south-1",
+                        "sa-east-1",
+                        "us-east-1",
+                        "us-east-2",
+                    )
+                ]
+            },
+            {"Fn::Or": [{"Fn::Equals": [{"Ref": "AWS::Region"}, r]} for r in ("us-west-1", "us-west-2")]},
+        ]
+    }
     outputs = {}
     for old in base.get("Outputs", {}):
         outputs[old] = fix(base["Outputs"][old])
@@ -343,10 +436,18 @@ def cdk_template(stack: str, n_resources: int) -> dict[str, Any]:
         "Parameters": params,
         "Conditions": conditions,
         "Outputs": outputs,
-        "Rules": {"CheckBootstrapVersion": {"Assertions": [{
-            "Assert": {"Fn::Not": [{"Fn::Contains": [["1", "2", "3", "4", "5"], {"Ref": "BootstrapVersion"}]}]},
-            "AssertDescription": "CDK bootstrap stack version 6 required. Please run 'cdk bootstrap' with a recent version of the CDK CLI.",
-        }]}},
+        "Rules": {
+            "CheckBootstrapVersion": {
+                "Assertions": [
+                    {
+                        "Assert": {
+                            "Fn::Not": [{"Fn::Contains": [["1", "2", "3", "4", "5"], {"Ref": "BootstrapVersion"}]}]
+                        },
+                        "AssertDescription": "CDK bootstrap stack version 6 required. Please run 'cdk bootstrap' with a recent version of the CDK CLI.",
+                    }
+                ]
+            }
+        },
     }
 
 
@@ -358,7 +459,7 @@ def _sub_to_join(text: str) -> list[Any]:
     pos = 0
     for m in re.finditer(r"\$\{([^}]*)\}", text):
         if m.start() > pos:
-            parts.append(text[pos:m.start()])
+            parts.append(text[pos : m.start()])
         parts.append({"Ref": m.group(1)})
         pos = m.end()
     if pos < len(text):
@@ -378,13 +479,17 @@ def write_cdk_out(folder: str | Path, n_stacks: int = 20, n_resources: int = 250
         stack = f"InferenceStack{s:02d}"
         template_file = f"{stack}.template.json"
         (folder / template_file).write_text(json.dumps(cdk_template(stack, n_resources), indent=1), encoding="utf-8")
-        (folder / f"{stack}.assets.json").write_text(json.dumps({
-            "version": "38.0.1", "files": {}, "dockerImages": {}}, indent=1), encoding="utf-8")
+        (folder / f"{stack}.assets.json").write_text(
+            json.dumps({"version": "38.0.1", "files": {}, "dockerImages": {}}, indent=1), encoding="utf-8"
+        )
         templates.append(folder / template_file)
         artifacts[f"{stack}.assets"] = {
             "type": "cdk:asset-manifest",
-            "properties": {"file": f"{stack}.assets.json", "requiresBootstrapStackVersion": 6,
-                           "bootstrapStackVersionSsmParameter": "/cdk-bootstrap/hnb659fds/version"},
+            "properties": {
+                "file": f"{stack}.assets.json",
+                "requiresBootstrapStackVersion": 6,
+                "bootstrapStackVersionSsmParameter": "/cdk-bootstrap/hnb659fds/version",
+            },
         }
         artifacts[stack] = {
             "type": "aws:cloudformation:stack",
@@ -406,10 +511,13 @@ def write_cdk_out(folder: str | Path, n_stacks: int = 20, n_resources: int = 250
         }
         tree_children[stack] = {"id": stack, "path": stack}
     artifacts["Tree"] = {"type": "cdk:tree", "properties": {"file": "tree.json"}}
-    (folder / "manifest.json").write_text(json.dumps({"version": "38.0.1", "artifacts": artifacts}, indent=1),
-                                          encoding="utf-8")
-    (folder / "tree.json").write_text(json.dumps({"version": "tree-0.1", "tree": {
-        "id": "App", "path": "", "children": tree_children}}, indent=1), encoding="utf-8")
+    (folder / "manifest.json").write_text(
+        json.dumps({"version": "38.0.1", "artifacts": artifacts}, indent=1), encoding="utf-8"
+    )
+    (folder / "tree.json").write_text(
+        json.dumps({"version": "tree-0.1", "tree": {"id": "App", "path": "", "children": tree_children}}, indent=1),
+        encoding="utf-8",
+    )
     (folder / "cdk.out").write_text(json.dumps({"version": "38.0.1"}), encoding="utf-8")
     return templates
 
@@ -445,167 +553,386 @@ def seed_templates() -> dict[str, dict[str, Any]]:
     seeds["unit"] = inference_template(_SHARED + RESOURCES_PER_UNIT)
 
     seeds["app_cookie_weighted"] = {
-        "Parameters": {"CookieName": {"Type": "String", "Default": "SESSION", "AllowedValues": ["SESSION", "AWSALBX"]},
-                       "Sticky": {"Type": "String", "Default": "true", "AllowedValues": ["true", "false"]}},
+        "Parameters": {
+            "CookieName": {"Type": "String", "Default": "SESSION", "AllowedValues": ["SESSION", "AWSALBX"]},
+            "Sticky": {"Type": "String", "Default": "true", "AllowedValues": ["true", "false"]},
+        },
         "Conditions": {"UseSticky": {"Fn::Equals": [{"Ref": "Sticky"}, "true"]}},
         "Mappings": {"Durations": {"prod": {"Seconds": 86400}, "dev": {"Seconds": 0}}},
         "Resources": {
-            "TgA": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-                "Protocol": "HTTP", "Port": 8000, "VpcId": "vpc-123",
-                "TargetGroupAttributes": [
-                    {"Key": "stickiness.enabled", "Value": {"Fn::If": ["UseSticky", "true", "false"]}},
-                    {"Key": "stickiness.type", "Value": "app_cookie"},
-                    {"Key": "stickiness.app_cookie.cookie_name", "Value": {"Ref": "CookieName"}},
-                    {"Key": "stickiness.app_cookie.duration_seconds",
-                     "Value": {"Fn::FindInMap": ["Durations", "prod", "Seconds"]}},
-                    {"Key": "load_balancing.cross_zone.enabled", "Value": "false"},
-                    {"Key": "load_balancing.algorithm.type", "Value": "weighted_random"},
-                    {"Key": "load_balancing.algorithm.anomaly_mitigation", "Value": "on"},
-                ],
-                "Tags": [{"Key": "llm-affinity:role", "Value": "inference"},
-                         {"Key": "llm-affinity:router", "Value": "prefix-aware"}]}},
-            "TgB": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-                "Protocol": "HTTP", "Port": 8000, "VpcId": "vpc-123",
-                "TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": "true"},
-                                          {"Key": "stickiness.lb_cookie.duration_seconds", "Value": "700000"}]}},
-            "Alb": {"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties": {
-                "Scheme": "internet-facing", "Subnets": ["subnet-1", "subnet-2"],
-                "LoadBalancerAttributes": [{"Key": "idle_timeout.timeout_seconds", "Value": "60"}]}},
-            "Listener": {"Type": "AWS::ElasticLoadBalancingV2::Listener", "Properties": {
-                "LoadBalancerArn": {"Ref": "Alb"}, "Port": 443, "Protocol": "HTTPS",
-                "Certificates": [{"CertificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/x"}],
-                "DefaultActions": [{"Type": "forward", "ForwardConfig": {
-                    "TargetGroups": [{"TargetGroupArn": {"Ref": "TgA"}, "Weight": 1},
-                                     {"TargetGroupArn": {"Fn::GetAtt": ["TgB", "TargetGroupArn"]}, "Weight": 1}],
-                    "TargetGroupStickinessConfig": {"Enabled": True}}}]}},
-            "Rule": {"Type": "AWS::ElasticLoadBalancingV2::ListenerRule", "Properties": {
-                "ListenerArn": {"Ref": "Listener"}, "Priority": 1,
-                "Conditions": [{"Field": "http-header", "HttpHeaderConfig": {
-                    "HttpHeaderName": "X-Session", "Values": ["*"]}}],
-                "Actions": [{"Type": "forward", "ForwardConfig": {
-                    "TargetGroups": [{"TargetGroupArn": {"Ref": "TgA"}}, {"TargetGroupArn": {"Ref": "TgB"}}],
-                    "TargetGroupStickinessConfig": {"Enabled": "true", "DurationSeconds": "999999"}}}]}},
+            "TgA": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {
+                    "Protocol": "HTTP",
+                    "Port": 8000,
+                    "VpcId": "vpc-123",
+                    "TargetGroupAttributes": [
+                        {"Key": "stickiness.enabled", "Value": {"Fn::If": ["UseSticky", "true", "false"]}},
+                        {"Key": "stickiness.type", "Value": "app_cookie"},
+                        {"Key": "stickiness.app_cookie.cookie_name", "Value": {"Ref": "CookieName"}},
+                        {
+                            "Key": "stickiness.app_cookie.duration_seconds",
+                            "Value": {"Fn::FindInMap": ["Durations", "prod", "Seconds"]},
+                        },
+                        {"Key": "load_balancing.cross_zone.enabled", "Value": "false"},
+                        {"Key": "load_balancing.algorithm.type", "Value": "weighted_random"},
+                        {"Key": "load_balancing.algorithm.anomaly_mitigation", "Value": "on"},
+                    ],
+                    "Tags": [
+                        {"Key": "llm-affinity:role", "Value": "inference"},
+                        {"Key": "llm-affinity:router", "Value": "prefix-aware"},
+                    ],
+                },
+            },
+            "TgB": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {
+                    "Protocol": "HTTP",
+                    "Port": 8000,
+                    "VpcId": "vpc-123",
+                    "TargetGroupAttributes": [
+                        {"Key": "stickiness.enabled", "Value": "true"},
+                        {"Key": "stickiness.lb_cookie.duration_seconds", "Value": "700000"},
+                    ],
+                },
+            },
+            "Alb": {
+                "Type": "AWS::ElasticLoadBalancingV2::LoadBalancer",
+                "Properties": {
+                    "Scheme": "internet-facing",
+                    "Subnets": ["subnet-1", "subnet-2"],
+                    "LoadBalancerAttributes": [{"Key": "idle_timeout.timeout_seconds", "Value": "60"}],
+                },
+            },
+            "Listener": {
+                "Type": "AWS::ElasticLoadBalancingV2::Listener",
+                "Properties": {
+                    "LoadBalancerArn": {"Ref": "Alb"},
+                    "Port": 443,
+                    "Protocol": "HTTPS",
+                    "Certificates": [{"CertificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/x"}],
+                    "DefaultActions": [
+                        {
+                            "Type": "forward",
+                            "ForwardConfig": {
+                                "TargetGroups": [
+                                    {"TargetGroupArn": {"Ref": "TgA"}, "Weight": 1},
+                                    {"TargetGroupArn": {"Fn::GetAtt": ["TgB", "TargetGroupArn"]}, "Weight": 1},
+                                ],
+                                "TargetGroupStickinessConfig": {"Enabled": True},
+                            },
+                        }
+                    ],
+                },
+            },
+            "Rule": {
+                "Type": "AWS::ElasticLoadBalancingV2::ListenerRule",
+                "Properties": {
+                    "ListenerArn": {"Ref": "Listener"},
+                    "Priority": 1,
+                    "Conditions": [
+                        {"Field": "http-header", "HttpHeaderConfig": {"HttpHeaderName": "X-Session", "Values": ["*"]}}
+                    ],
+                    "Actions": [
+                        {
+                            "Type": "forward",
+                            "ForwardConfig": {
+                                "TargetGroups": [
+                                    {"TargetGroupArn": {"Ref": "TgA"}},
+                                    {"TargetGroupArn": {"Ref": "TgB"}},
+                                ],
+                                "TargetGroupStickinessConfig": {"Enabled": "true", "DurationSeconds": "999999"},
+                            },
+                        }
+                    ],
+                },
+            },
         },
     }
 
     seeds["vllm_fleet_join"] = {
-        "Parameters": {"Family": {"Type": "String", "Default": "g5", "AllowedValues": ["g5", "m7i", "p5"]},
-                       "Subnets": {"Type": "CommaDelimitedList", "Default": "subnet-1,subnet-2"}},
-        "Conditions": {"Big": {"Fn::Equals": [{"Ref": "Family"}, "p5"]},
-                       "NotBig": {"Fn::Not": [{"Condition": "Big"}]},
-                       "Both": {"Fn::And": [{"Condition": "Big"}, {"Fn::Or": [{"Condition": "NotBig"},
-                                                                              {"Fn::Equals": ["a", "a"]}]}]}},
+        "Parameters": {
+            "Family": {"Type": "String", "Default": "g5", "AllowedValues": ["g5", "m7i", "p5"]},
+            "Subnets": {"Type": "CommaDelimitedList", "Default": "subnet-1,subnet-2"},
+        },
+        "Conditions": {
+            "Big": {"Fn::Equals": [{"Ref": "Family"}, "p5"]},
+            "NotBig": {"Fn::Not": [{"Condition": "Big"}]},
+            "Both": {
+                "Fn::And": [{"Condition": "Big"}, {"Fn::Or": [{"Condition": "NotBig"}, {"Fn::Equals": ["a", "a"]}]}]
+            },
+        },
         "Resources": {
-            "Lt": {"Type": "AWS::EC2::LaunchTemplate", "Properties": {
-                "LaunchTemplateName": "vllm-lt",
-                "LaunchTemplateData": {
-                    "InstanceType": {"Fn::Join": [".", [{"Ref": "Family"}, "xlarge"]]},
-                    "UserData": {"Fn::Base64": {"Fn::Join": ["\n", [
-                        "#!/bin/bash",
-                        {"Fn::Sub": ["python -m vllm.entrypoints.openai.api_server --model ${M} ${Flags}",
-                                     {"M": "meta-llama/Llama-3.1-8B-Instruct",
-                                      "Flags": {"Fn::If": ["Big", "--no-enable-prefix-caching", "--enable-prefix-caching"]}}]},
-                        {"Fn::Select": [1, {"Fn::Split": [",", {"Fn::Join": [",", {"Ref": "Subnets"}]}]}]},
-                    ]]}}}}},
-            "LaunchConfig": {"Type": "AWS::AutoScaling::LaunchConfiguration", "Properties": {
-                "ImageId": "ami-12345678", "InstanceType": "inf2.xlarge",
-                "UserData": {"Fn::Base64": "vllm serve facebook/opt-125m --enable-prefix-caching"}}},
-            "Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-                "Protocol": "HTTP", "Port": 8000, "VpcId": "vpc-1",
-                "TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": "false"},
-                                          {"Key": "deregistration_delay.timeout_seconds", "Value": "5"}]}},
-            "Asg": {"Type": "AWS::AutoScaling::AutoScalingGroup", "Properties": {
-                "MinSize": 0, "MaxSize": {"Fn::If": ["Both", 10, 1]},
-                "VPCZoneIdentifier": {"Ref": "Subnets"},
-                "MixedInstancesPolicy": {"LaunchTemplate": {
-                    "LaunchTemplateSpecification": {"LaunchTemplateName": "vllm-lt", "Version": "$Latest"},
-                    "Overrides": [{"InstanceType": "g6.xlarge"},
-                                  {"InstanceRequirements": {"VCpuCount": {"Min": 4},
-                                                            "MemoryMiB": {"Min": 16384},
-                                                            "AcceleratorTypes": ["gpu"],
-                                                            "AcceleratorCount": {"Min": 1}}}]}},
-                "TargetGroupARNs": [{"Ref": "Tg"}],
-                "HealthCheckType": "EC2", "HealthCheckGracePeriod": 60,
-                "LifecycleHookSpecificationList": [{"LifecycleHookName": "drain",
-                                                    "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING"}]}},
-            "Asg2": {"Type": "AWS::AutoScaling::AutoScalingGroup", "Condition": "Big", "Properties": {
-                "MinSize": "1", "MaxSize": "3", "LaunchConfigurationName": {"Ref": "LaunchConfig"},
-                "TargetGroupARNs": [{"Ref": "Tg"}], "AvailabilityZones": {"Fn::GetAZs": ""}}},
-            "Hook": {"Type": "AWS::AutoScaling::LifecycleHook", "Properties": {
-                "AutoScalingGroupName": {"Ref": "Asg2"},
-                "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING"}},
-            "Alarm": {"Type": "AWS::CloudWatch::Alarm", "Properties": {
-                "ComparisonOperator": "GreaterThanThreshold", "EvaluationPeriods": 1, "Threshold": 1,
-                "Metrics": [{"Id": "imbalance", "Expression": "MAX(m)/AVG(m)", "Label": "load imbalance"},
-                            {"Id": "m", "MetricStat": {"Metric": {"Namespace": "vLLM", "MetricName": "num_requests_running"},
-                                                       "Period": 60, "Stat": "Average"}, "ReturnData": False}]}},
+            "Lt": {
+                "Type": "AWS::EC2::LaunchTemplate",
+                "Properties": {
+                    "LaunchTemplateName": "vllm-lt",
+                    "LaunchTemplateData": {
+                        "InstanceType": {"Fn::Join": [".", [{"Ref": "Family"}, "xlarge"]]},
+                        "UserData": {
+                            "Fn::Base64": {
+                                "Fn::Join": [
+                                    "\n",
+                                    [
+                                        "#!/bin/bash",
+                                        {
+                                            "Fn::Sub": [
+                                                "python -m vllm.entrypoints.openai.api_server --model ${M} ${Flags}",
+                                                {
+                                                    "M": "meta-llama/Llama-3.1-8B-Instruct",
+                                                    "Flags": {
+                                                        "Fn::If": [
+                                                            "Big",
+                                                            "--no-enable-prefix-caching",
+                                                            "--enable-prefix-caching",
+                                                        ]
+                                                    },
+                                                },
+                                            ]
+                                        },
+                                        {
+                                            "Fn::Select": [
+                                                1,
+                                                {"Fn::Split": [",", {"Fn::Join": [",", {"Ref": "Subnets"}]}]},
+                                            ]
+                                        },
+                                    ],
+                                ]
+                            }
+                        },
+                    },
+                },
+            },
+            "LaunchConfig": {
+                "Type": "AWS::AutoScaling::LaunchConfiguration",
+                "Properties": {
+                    "ImageId": "ami-12345678",
+                    "InstanceType": "inf2.xlarge",
+                    "UserData": {"Fn::Base64": "vllm serve facebook/opt-125m --enable-prefix-caching"},
+                },
+            },
+            "Tg": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {
+                    "Protocol": "HTTP",
+                    "Port": 8000,
+                    "VpcId": "vpc-1",
+                    "TargetGroupAttributes": [
+                        {"Key": "stickiness.enabled", "Value": "false"},
+                        {"Key": "deregistration_delay.timeout_seconds", "Value": "5"},
+                    ],
+                },
+            },
+            "Asg": {
+                "Type": "AWS::AutoScaling::AutoScalingGroup",
+                "Properties": {
+                    "MinSize": 0,
+                    "MaxSize": {"Fn::If": ["Both", 10, 1]},
+                    "VPCZoneIdentifier": {"Ref": "Subnets"},
+                    "MixedInstancesPolicy": {
+                        "LaunchTemplate": {
+                            "LaunchTemplateSpecification": {"LaunchTemplateName": "vllm-lt", "Version": "$Latest"},
+                            "Overrides": [
+                                {"InstanceType": "g6.xlarge"},
+                                {
+                                    "InstanceRequirements": {
+                                        "VCpuCount": {"Min": 4},
+                                        "MemoryMiB": {"Min": 16384},
+                                        "AcceleratorTypes": ["gpu"],
+                                        "AcceleratorCount": {"Min": 1},
+                                    }
+                                },
+                            ],
+                        }
+                    },
+                    "TargetGroupARNs": [{"Ref": "Tg"}],
+                    "HealthCheckType": "EC2",
+                    "HealthCheckGracePeriod": 60,
+                    "LifecycleHookSpecificationList": [
+                        {"LifecycleHookName": "drain", "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING"}
+                    ],
+                },
+            },
+            "Asg2": {
+                "Type": "AWS::AutoScaling::AutoScalingGroup",
+                "Condition": "Big",
+                "Properties": {
+                    "MinSize": "1",
+                    "MaxSize": "3",
+                    "LaunchConfigurationName": {"Ref": "LaunchConfig"},
+                    "TargetGroupARNs": [{"Ref": "Tg"}],
+                    "AvailabilityZones": {"Fn::GetAZs": ""},
+                },
+            },
+            "Hook": {
+                "Type": "AWS::AutoScaling::LifecycleHook",
+                "Properties": {
+                    "AutoScalingGroupName": {"Ref": "Asg2"},
+                    "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+                },
+            },
+            "Alarm": {
+                "Type": "AWS::CloudWatch::Alarm",
+                "Properties": {
+                    "ComparisonOperator": "GreaterThanThreshold",
+                    "EvaluationPeriods": 1,
+                    "Threshold": 1,
+                    "Metrics": [
+                        {"Id": "imbalance", "Expression": "MAX(m)/AVG(m)", "Label": "load imbalance"},
+                        {
+                            "Id": "m",
+                            "MetricStat": {
+                                "Metric": {"Namespace": "vLLM", "MetricName": "num_requests_running"},
+                                "Period": 60,
+                                "Stat": "Average",
+                            },
+                            "ReturnData": False,
+                        },
+                    ],
+                },
+            },
         },
     }
 
     seeds["nlb_tls_sticky"] = {
         "Resources": {
-            "Nlb": {"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties": {
-                "Type": "network", "Scheme": "internet-facing", "Subnets": ["subnet-1"]}},
-            "TlsTg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-                "Protocol": "TLS", "Port": 443, "VpcId": "vpc-1",
-                "Targets": [{"Id": "i-1"}, {"Id": "i-2"}],
-                "TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": "true"},
-                                          {"Key": "stickiness.type", "Value": "source_ip"}],
-                "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}]}},
-            "TcpTg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-                "Protocol": "TCP", "Port": 8000, "VpcId": "vpc-1", "Targets": [{"Id": "i-3"}],
-                "TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": "true"},
-                                          {"Key": "stickiness.type", "Value": "lb_cookie"}],
-                "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}]}},
-            "TlsListener": {"Type": "AWS::ElasticLoadBalancingV2::Listener", "Properties": {
-                "LoadBalancerArn": {"Ref": "Nlb"}, "Port": 443, "Protocol": "TLS",
-                "DefaultActions": [{"Type": "forward", "TargetGroupArn": {"Ref": "TlsTg"}}]}},
-            "Instance": {"Type": "AWS::EC2::Instance", "Properties": {
-                "ImageId": "ami-1", "InstanceType": "trn1.2xlarge",
-                "UserData": "IyEvYmluL2Jhc2gKdmxsbSBzZXJ2ZSBtb2RlbAo="}},  # "#!/bin/bash\nvllm serve model\n"
+            "Nlb": {
+                "Type": "AWS::ElasticLoadBalancingV2::LoadBalancer",
+                "Properties": {"Type": "network", "Scheme": "internet-facing", "Subnets": ["subnet-1"]},
+            },
+            "TlsTg": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {
+                    "Protocol": "TLS",
+                    "Port": 443,
+                    "VpcId": "vpc-1",
+                    "Targets": [{"Id": "i-1"}, {"Id": "i-2"}],
+                    "TargetGroupAttributes": [
+                        {"Key": "stickiness.enabled", "Value": "true"},
+                        {"Key": "stickiness.type", "Value": "source_ip"},
+                    ],
+                    "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}],
+                },
+            },
+            "TcpTg": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {
+                    "Protocol": "TCP",
+                    "Port": 8000,
+                    "VpcId": "vpc-1",
+                    "Targets": [{"Id": "i-3"}],
+                    "TargetGroupAttributes": [
+                        {"Key": "stickiness.enabled", "Value": "true"},
+                        {"Key": "stickiness.type", "Value": "lb_cookie"},
+                    ],
+                    "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}],
+                },
+            },
+            "TlsListener": {
+                "Type": "AWS::ElasticLoadBalancingV2::Listener",
+                "Properties": {
+                    "LoadBalancerArn": {"Ref": "Nlb"},
+                    "Port": 443,
+                    "Protocol": "TLS",
+                    "DefaultActions": [{"Type": "forward", "TargetGroupArn": {"Ref": "TlsTg"}}],
+                },
+            },
+            "Instance": {
+                "Type": "AWS::EC2::Instance",
+                "Properties": {
+                    "ImageId": "ami-1",
+                    "InstanceType": "trn1.2xlarge",
+                    "UserData": "IyEvYmluL2Jhc2gKdmxsbSBzZXJ2ZSBtb2RlbAo=",
+                },
+            },  # "#!/bin/bash\nvllm serve model\n"
         },
     }
 
     seeds["gateways"] = {
         "Parameters": {"Timeout": {"Type": "Number", "Default": 600, "AllowedValues": [600, 3600, 40000]}},
         "Resources": {
-            "OpenGateway": {"Type": "AWS::BedrockAgentCore::Gateway", "Properties": {
-                "Name": "open", "ProtocolType": "MCP", "AuthorizerType": "NONE",
-                "RoleArn": "arn:aws:iam::123456789012:role/g",
-                "ProtocolConfiguration": {"Mcp": {"SessionConfiguration": {
-                    "SessionTimeoutInSeconds": {"Ref": "Timeout"}}, "SupportedVersions": ["2025-03-26"]}},
-                "Tags": {"team": "agents"}},
-                "Metadata": {"llm-affinity": {"ignore": [{"id": "GW002"}]}}},
-            "JwtGateway": {"Type": "AWS::BedrockAgentCore::Gateway",
-                           "Metadata": {"llm-affinity": {"ignore": [{"id": "GW004", "reason": "short on purpose"}, "GW003"]}},
-                           "Properties": {
-                "Name": "jwt", "ProtocolType": "MCP", "AuthorizerType": "CUSTOM_JWT",
-                "AuthorizerConfiguration": {"CustomJWTAuthorizer": {"DiscoveryUrl": "https://x/.well-known/openid-configuration"}},
-                "RoleArn": "arn:aws:iam::123456789012:role/g",
-                "ProtocolConfiguration": {"Mcp": {"SessionConfiguration": {"SessionTimeoutInSeconds": 28800}}}}},
-            "Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-                "Protocol": "HTTP", "Port": 80, "VpcId": "vpc-1",
-                "TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": "true"},
-                                          {"Key": "stickiness.lb_cookie.duration_seconds", "Value": "60"}],
-                "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}]}},
+            "OpenGateway": {
+                "Type": "AWS::BedrockAgentCore::Gateway",
+                "Properties": {
+                    "Name": "open",
+                    "ProtocolType": "MCP",
+                    "AuthorizerType": "NONE",
+                    "RoleArn": "arn:aws:iam::123456789012:role/g",
+                    "ProtocolConfiguration": {
+                        "Mcp": {
+                            "SessionConfiguration": {"SessionTimeoutInSeconds": {"Ref": "Timeout"}},
+                            "SupportedVersions": ["2025-03-26"],
+                        }
+                    },
+                    "Tags": {"team": "agents"},
+                },
+                "Metadata": {"llm-affinity": {"ignore": [{"id": "GW002"}]}},
+            },
+            "JwtGateway": {
+                "Type": "AWS::BedrockAgentCore::Gateway",
+                "Metadata": {"llm-affinity": {"ignore": [{"id": "GW004", "reason": "short on purpose"}, "GW003"]}},
+                "Properties": {
+                    "Name": "jwt",
+                    "ProtocolType": "MCP",
+                    "AuthorizerType": "CUSTOM_JWT",
+                    "AuthorizerConfiguration": {
+                        "CustomJWTAuthorizer": {"DiscoveryUrl": "https://x/.well-known/openid-configuration"}
+                    },
+                    "RoleArn": "arn:aws:iam::123456789012:role/g",
+                    "ProtocolConfiguration": {"Mcp": {"SessionConfiguration": {"SessionTimeoutInSeconds": 28800}}},
+                },
+            },
+            "Tg": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {
+                    "Protocol": "HTTP",
+                    "Port": 80,
+                    "VpcId": "vpc-1",
+                    "TargetGroupAttributes": [
+                        {"Key": "stickiness.enabled", "Value": "true"},
+                        {"Key": "stickiness.lb_cookie.duration_seconds", "Value": "60"},
+                    ],
+                    "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}],
+                },
+            },
         },
     }
 
     seeds["lambda_and_ip_targets"] = {
         "Resources": {
-            "Fn": {"Type": "AWS::Lambda::Function", "Properties": {"Runtime": "python3.12", "Handler": "a.b",
-                                                                     "Role": "arn:aws:iam::1:role/r",
-                                                                     "Code": {"ZipFile": "def b(e, c): pass"}}},
-            "LambdaTg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-                "TargetType": "lambda", "Targets": [{"Id": {"Fn::GetAtt": ["Fn", "Arn"]}}],
-                "TargetGroupAttributes": [{"Key": "lambda.multi_value_headers.enabled", "Value": True}]}},
-            "IpTg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-                "TargetType": "ip", "Protocol": "HTTP", "Port": 8000, "VpcId": "vpc-1",
-                "Targets": [{"Id": "10.0.0.1"}, {"Id": "10.0.0.2"}],
-                "TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": True},
-                                          {"Key": "stickiness.type", "Value": "source_ip"},
-                                          {"Key": "load_balancing.algorithm.type", "Value": "round_robin"}],
-                "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}]}},
+            "Fn": {
+                "Type": "AWS::Lambda::Function",
+                "Properties": {
+                    "Runtime": "python3.12",
+                    "Handler": "a.b",
+                    "Role": "arn:aws:iam::1:role/r",
+                    "Code": {"ZipFile": "def b(e, c): pass"},
+                },
+            },
+            "LambdaTg": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {
+                    "TargetType": "lambda",
+                    "Targets": [{"Id": {"Fn::GetAtt": ["Fn", "Arn"]}}],
+                    "TargetGroupAttributes": [{"Key": "lambda.multi_value_headers.enabled", "Value": True}],
+                },
+            },
+            "IpTg": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {
+                    "TargetType": "ip",
+                    "Protocol": "HTTP",
+                    "Port": 8000,
+                    "VpcId": "vpc-1",
+                    "Targets": [{"Id": "10.0.0.1"}, {"Id": "10.0.0.2"}],
+                    "TargetGroupAttributes": [
+                        {"Key": "stickiness.enabled", "Value": True},
+                        {"Key": "stickiness.type", "Value": "source_ip"},
+                        {"Key": "load_balancing.algorithm.type", "Value": "round_robin"},
+                    ],
+                    "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}],
+                },
+            },
         },
     }
     return seeds

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -64,18 +63,32 @@ def split_into_pieces() -> str:
 
 def nested_join_aliases() -> str:
     """YAML: a 1 KB text aliased into a 1 MB Fn::Join, that join aliased 1000 times into another."""
-    lines = ["Resources:", "  Tg:", f"    Type: {_TG}", "    Properties:", "      Protocol: HTTP",
-             "      Name: &s " + "a" * 1024,
-             "      VpcId: &j {'Fn::Join': ['', [" + ", ".join(["*s"] * 1000) + "]]}",
-             "      TargetGroupAttributes:", "        - Key: stickiness.enabled",
-             "          Value: {'Fn::Join': ['', [" + ", ".join(["*j"] * 1000) + "]]}"]
+    lines = [
+        "Resources:",
+        "  Tg:",
+        f"    Type: {_TG}",
+        "    Properties:",
+        "      Protocol: HTTP",
+        "      Name: &s " + "a" * 1024,
+        "      VpcId: &j {'Fn::Join': ['', [" + ", ".join(["*s"] * 1000) + "]]}",
+        "      TargetGroupAttributes:",
+        "        - Key: stickiness.enabled",
+        "          Value: {'Fn::Join': ['', [" + ", ".join(["*j"] * 1000) + "]]}",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def alias_laughs(levels: int = 9) -> str:
     """YAML billion laughs: each level ten aliases of the previous (10**levels nodes)."""
-    lines = ["Resources:", "  Tg:", f"    Type: {_TG}", "    Properties:", "      Protocol: HTTP",
-             "      Tags:", "        - &l0 {Key: k, Value: v}"]
+    lines = [
+        "Resources:",
+        "  Tg:",
+        f"    Type: {_TG}",
+        "    Properties:",
+        "      Protocol: HTTP",
+        "      Tags:",
+        "        - &l0 {Key: k, Value: v}",
+    ]
     lines += [f"        - &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, levels + 1)]
     lines += ["      TargetGroupAttributes:", "        - Key: stickiness.enabled", f"          Value: *l{levels}"]
     return "\n".join(lines) + "\n"
@@ -86,9 +99,16 @@ def many_target_groups(target_bytes: int = 10 * MB) -> str:
     resources: dict = {}
     i, size = 0, 40
     while size < target_bytes - 2048:
-        tg = _tg({"TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": "true"},
-                                             {"Key": "stickiness.type", "Value": "lb_cookie"}],
-                  "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}], "VpcId": "vpc-1"})
+        tg = _tg(
+            {
+                "TargetGroupAttributes": [
+                    {"Key": "stickiness.enabled", "Value": "true"},
+                    {"Key": "stickiness.type", "Value": "lb_cookie"},
+                ],
+                "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}],
+                "VpcId": "vpc-1",
+            }
+        )
         resources[f"Tg{i}"] = tg
         size += len(json.dumps(tg)) + len(f'"Tg{i}": , ')
         i += 1
@@ -97,8 +117,7 @@ def many_target_groups(target_bytes: int = 10 * MB) -> str:
 
 def yaml_many_nodes(target_bytes: int = 10 * MB) -> str:
     """10 MB of YAML that is one long list of short scalars (the most nodes per byte)."""
-    head = ["Resources:", "  Tg:", f"    Type: {_TG}", "    Properties:", "      Protocol: HTTP",
-            "      Metadata:"]
+    head = ["Resources:", "  Tg:", f"    Type: {_TG}", "    Properties:", "      Protocol: HTTP", "      Metadata:"]
     body = "        - x\n" * ((target_bytes - 200) // len("        - x\n"))
     return "\n".join(head) + "\n" + body
 
@@ -113,7 +132,9 @@ def yaml_flow_mappings(target_bytes: int = 10 * MB) -> str:
 def json_empty_lists(target_bytes: int = 10 * MB) -> str:
     """10 MB of JSON empty lists in one property (3.5 million values)."""
     count = (target_bytes - 200) // 3
-    return json.dumps({"Resources": {"Tg": _tg({"Tags": []})}}).replace('"Tags": []', '"Tags": [' + ",".join(["[]"] * count) + "]")
+    return json.dumps({"Resources": {"Tg": _tg({"Tags": []})}}).replace(
+        '"Tags": []', '"Tags": [' + ",".join(["[]"] * count) + "]"
+    )
 
 
 def scenarios_everywhere(target_bytes: int = 10 * MB) -> str:
@@ -123,9 +144,15 @@ def scenarios_everywhere(target_bytes: int = 10 * MB) -> str:
     resources: dict = {}
     size = 0
     while size < target_bytes - 100_000:
-        tg = _tg({"Protocol": {"Fn::If": ["C0", "HTTP", "HTTPS"]}, "Port": {"Fn::If": ["C1", 80, 81]},
-                  "Name": {"Fn::If": ["C2", "a", "b"]}, "VpcId": {"Fn::If": ["C3", "a", "b"]},
-                  "Tags": [{"Key": "k", "Value": {"Fn::Join": ["-", ["x" * 10] * 200]}}]})
+        tg = _tg(
+            {
+                "Protocol": {"Fn::If": ["C0", "HTTP", "HTTPS"]},
+                "Port": {"Fn::If": ["C1", 80, 81]},
+                "Name": {"Fn::If": ["C2", "a", "b"]},
+                "VpcId": {"Fn::If": ["C3", "a", "b"]},
+                "Tags": [{"Key": "k", "Value": {"Fn::Join": ["-", ["x" * 10] * 200]}}],
+            }
+        )
         resources[f"Tg{len(resources)}"] = tg
         size += len(json.dumps(tg)) + 12
     return json.dumps({"Parameters": params, "Conditions": conditions, "Resources": resources})
@@ -159,14 +186,21 @@ def lint_measured(path: Path, timeout: float = 60) -> tuple[subprocess.Completed
     """(process, seconds, peak RSS in MB of the lint process): run alone, one at a time."""
     # VmHWM, not ru_maxrss: the latter keeps the high-water mark from before exec, so a child of
     # a big process (pytest after hundreds of tests) would report its parent's size.
-    code = ("import resource, sys; from llm_affinity.cli import main; rc = main(sys.argv[1:]); "
-            "hwm = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')] "
-            "if sys.platform == 'linux' else []; "
-            "sys.stderr.write('\\nRSS_KB=%d\\n' % (hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)); "
-            "sys.exit(rc)")
+    code = (
+        "import resource, sys; from llm_affinity.cli import main; rc = main(sys.argv[1:]); "
+        "hwm = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')] "
+        "if sys.platform == 'linux' else []; "
+        "sys.stderr.write('\\nRSS_KB=%d\\n' % (hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)); "
+        "sys.exit(rc)"
+    )
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code, "lint", str(path), "--format", "json"],
-                          capture_output=True, text=True, timeout=timeout, env=dict(os.environ, NO_COLOR="1"))
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "lint", str(path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, NO_COLOR="1"),
+    )
     elapsed = time.perf_counter() - start
     rss = next((int(line[7:]) for line in proc.stderr.splitlines() if line.startswith("RSS_KB=")), 0)
     return proc, elapsed, rss / 1024
@@ -194,8 +228,10 @@ def main() -> int:
             unknown = errors = -1
         ok = seconds <= target and rss <= 500
         worst = worst or (0 if ok else 1)
-        print(f"{name:<24}{path.stat().st_size / MB:>8.2f}M{seconds:>9.2f}{rss:>9.0f}  "
-              f"{'ok' if ok else 'MISSED':<6}{proc.returncode:>6}{unknown:>9}{errors:>8}")
+        print(
+            f"{name:<24}{path.stat().st_size / MB:>8.2f}M{seconds:>9.2f}{rss:>9.0f}  "
+            f"{'ok' if ok else 'MISSED':<6}{proc.returncode:>6}{unknown:>9}{errors:>8}"
+        )
     return worst
 
 

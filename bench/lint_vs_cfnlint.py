@@ -85,8 +85,7 @@ def run(cmd: Sequence[str], *, capture: bool = False, env: dict[str, str] | None
     with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
         argv = [TIME, "-f", "%M", "-o", rss.name, *cmd] if TIME else list(cmd)
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out if capture else subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env=env)
+        proc = subprocess.Popen(argv, stdout=out if capture else subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -141,10 +140,10 @@ def measure(cmd: Sequence[str], n: int, *, capture_first: bool = False, env: dic
 @dataclass
 class Case:
     name: str
-    ours_args: list[str]         # what llm-affinity is given (a file, a folder, a cdk.out)
-    cfn_files: list[str]         # the same templates, file by file, for cfn-lint
+    ours_args: list[str]  # what llm-affinity is given (a file, a folder, a cdk.out)
+    cfn_files: list[str]  # the same templates, file by file, for cfn-lint
     resources: int = 0
-    slow_cfn: bool = False       # skipped by --quick
+    slow_cfn: bool = False  # skipped by --quick
 
 
 def find_corpus(explicit: str | None) -> Path | None:
@@ -167,8 +166,15 @@ def build_inputs(work: Path, corpus: Path | None) -> tuple[list[Case], dict[int,
     cases.append(Case("template, 250 resources (YAML)", [str(sizes[250])], [str(sizes[250])], 250))
     cdk_out = work / "cdk.out"
     stacks = gen_templates.write_cdk_out(cdk_out, 20, 250)
-    cases.append(Case("cdk.out, 20 stacks × 250 resources (JSON)", [str(cdk_out)], [str(s) for s in stacks],
-                      20 * 250, slow_cfn=True))
+    cases.append(
+        Case(
+            "cdk.out, 20 stacks × 250 resources (JSON)",
+            [str(cdk_out)],
+            [str(s) for s in stacks],
+            20 * 250,
+            slow_cfn=True,
+        )
+    )
     if corpus is not None and corpus.is_dir():
         files = corpus_files(corpus)
         cases.append(Case(f"corpus, {len(files)} public templates", [str(corpus)], files, 0, slow_cfn=True))
@@ -194,8 +200,14 @@ def bench_cases(cases: list[Case], args: argparse.Namespace, ours: str, cfn: str
             n_inputs = resources = n_errors = -1
         row: dict[str, Any] = {
             "ours_best_s": mine.best,
-            "case": case.name, "inputs": n_inputs, "resources": resources, "input_errors": n_errors,
-            "ours_s": mine.wall, "ours_cpu_s": mine.cpu, "ours_rss_mb": mine.rss_mb, "ours_rc": mine.returncodes,
+            "case": case.name,
+            "inputs": n_inputs,
+            "resources": resources,
+            "input_errors": n_errors,
+            "ours_s": mine.wall,
+            "ours_cpu_s": mine.cpu,
+            "ours_rss_mb": mine.rss_mb,
+            "ours_rc": mine.returncodes,
             "ours_runs": [r.wall for r in mine.runs],
         }
         if args.skip_cfn_lint or (args.quick and case.slow_cfn):
@@ -207,12 +219,21 @@ def bench_cases(cases: list[Case], args: argparse.Namespace, ours: str, cfn: str
                 matches = len(json.loads(theirs.runs[0].stdout or "[]"))
             except ValueError:
                 matches = -1
-            row.update(cfn_s=theirs.wall, cfn_cpu_s=theirs.cpu, cpu_ratio=theirs.cpu / mine.cpu, cfn_rss_mb=theirs.rss_mb, cfn_rc=theirs.returncodes,
-                       cfn_matches=matches, ratio=theirs.wall / mine.wall,
-                       cfn_runs=[r.wall for r in theirs.runs])
+            row.update(
+                cfn_s=theirs.wall,
+                cfn_cpu_s=theirs.cpu,
+                cpu_ratio=theirs.cpu / mine.cpu,
+                cfn_rss_mb=theirs.rss_mb,
+                cfn_rc=theirs.returncodes,
+                cfn_matches=matches,
+                ratio=theirs.wall / mine.wall,
+                cfn_runs=[r.wall for r in theirs.runs],
+            )
         rows.append(row)
-        _progress(f"  {case.name}: ours {mine.wall:.3f}s" + (
-            f", cfn-lint {row['cfn_s']:.2f}s, {row['ratio']:.0f}×" if row.get("cfn_s") else ", cfn-lint skipped"))
+        _progress(
+            f"  {case.name}: ours {mine.wall:.3f}s"
+            + (f", cfn-lint {row['cfn_s']:.2f}s, {row['ratio']:.0f}×" if row.get("cfn_s") else ", cfn-lint skipped")
+        )
     return rows
 
 
@@ -237,11 +258,17 @@ def bench_startup(small: Path, args: argparse.Namespace, ours: str) -> dict[str,
         version = measure([ours, "--version"], n, env=env)
         small_ = measure(lint_small, n, env=env)
         out[label] = {
-            "python_pass_s": baseline.wall, "help_s": help_.wall, "version_s": version.wall,
-            "lint_small_s": small_.wall, "lint_small_rss_mb": small_.rss_mb,
-            "python_pass_best_s": baseline.best, "help_best_s": help_.best, "version_best_s": version.best,
+            "python_pass_s": baseline.wall,
+            "help_s": help_.wall,
+            "version_s": version.wall,
+            "lint_small_s": small_.wall,
+            "lint_small_rss_mb": small_.rss_mb,
+            "python_pass_best_s": baseline.best,
+            "help_best_s": help_.best,
+            "version_best_s": version.best,
             "lint_small_best_s": small_.best,
-            "help_runs": [r.wall for r in help_.runs], "lint_small_runs": [r.wall for r in small_.runs],
+            "help_runs": [r.wall for r in help_.runs],
+            "lint_small_runs": [r.wall for r in small_.runs],
         }
     probe = (
         "import os, sys\n"
@@ -274,17 +301,27 @@ def bench_scaling(sizes: dict[int, Path], small: Path, args: argparse.Namespace)
     for n, path in sorted(sizes.items()):
         times = []
         for _ in range(args.scale_runs):
-            out = subprocess.run([sys.executable, "-c", _SCALE_PROBE, str(small), str(path)],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, "-c", _SCALE_PROBE, str(small), str(path)], capture_output=True, text=True, check=True
+            )
             data = json.loads(out.stdout)
             if data["errors"]:
                 raise SystemExit(f"{path}: reported as unreadable")
             times.append(data["seconds"])
         t = min(times)  # deterministic CPU-bound work: the best run is the least disturbed one
-        rows.append({"resources": n, "seconds": t, "median_seconds": statistics.median(times), "us_per_resource": t / n * 1e6,
-                     "bytes": path.stat().st_size})
-    for prev, row in zip(rows, rows[1:]):
-        row["marginal_us_per_resource"] = (row["seconds"] - prev["seconds"]) / (row["resources"] - prev["resources"]) * 1e6
+        rows.append(
+            {
+                "resources": n,
+                "seconds": t,
+                "median_seconds": statistics.median(times),
+                "us_per_resource": t / n * 1e6,
+                "bytes": path.stat().st_size,
+            }
+        )
+    for prev, row in zip(rows, rows[1:], strict=False):
+        row["marginal_us_per_resource"] = (
+            (row["seconds"] - prev["seconds"]) / (row["resources"] - prev["resources"]) * 1e6
+        )
     return rows
 
 
@@ -304,29 +341,43 @@ def _fmt_mb(value: float | None) -> str:
 def render(results: dict[str, Any]) -> str:
     lines = []
     env = results["environment"]
-    lines.append(f"llm-affinity {env['llm_affinity']} vs cfn-lint {env['cfn_lint']} · Python {env['python']} · "
-                 f"{env['cpus']} CPU · {env['date']} · load average {env['loadavg_start'][0]} at start, "
-                 f"{env.get('loadavg_end', ['?'])[0]} at end")
+    lines.append(
+        f"llm-affinity {env['llm_affinity']} vs cfn-lint {env['cfn_lint']} · Python {env['python']} · "
+        f"{env['cpus']} CPU · {env['date']} · load average {env['loadavg_start'][0]} at start, "
+        f"{env.get('loadavg_end', ['?'])[0]} at end"
+    )
     lines.append("")
-    lines.append("| input | resources | llm-affinity lint | cfn-lint | cfn-lint / ours (wall) | CPU ours | CPU cfn-lint "
-                 "| cfn-lint / ours (CPU) | peak RSS ours | peak RSS cfn-lint |")
+    lines.append(
+        "| input | resources | llm-affinity lint | cfn-lint | cfn-lint / ours (wall) | CPU ours | CPU cfn-lint "
+        "| cfn-lint / ours (CPU) | peak RSS ours | peak RSS cfn-lint |"
+    )
     lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in results["cases"]:
         ratio = "skipped" if row["ratio"] is None else f"**{row['ratio']:.0f}×**"
         cpu_ratio = "—" if row.get("cpu_ratio") is None else f"{row['cpu_ratio']:.0f}×"
-        lines.append(f"| {row['case']} | {row['resources']} | {_fmt_s(row['ours_s'])} | {_fmt_s(row['cfn_s'])} | "
-                     f"{ratio} | {_fmt_s(row['ours_cpu_s'])} | {_fmt_s(row['cfn_cpu_s'])} | {cpu_ratio} | "
-                     f"{_fmt_mb(row['ours_rss_mb'])} | {_fmt_mb(row['cfn_rss_mb'])} |")
+        lines.append(
+            f"| {row['case']} | {row['resources']} | {_fmt_s(row['ours_s'])} | {_fmt_s(row['cfn_s'])} | "
+            f"{ratio} | {_fmt_s(row['ours_cpu_s'])} | {_fmt_s(row['cfn_cpu_s'])} | {cpu_ratio} | "
+            f"{_fmt_mb(row['ours_rss_mb'])} | {_fmt_mb(row['cfn_rss_mb'])} |"
+        )
     s = results["startup"]
     lines.append("")
     cached = "bytecode_cache" in s
-    lines.append("| start-up: median (best) of %d runs | as configured%s |%s" % (
-        results["settings"]["startup_runs"], " (PYTHONDONTWRITEBYTECODE=1)" if cached else "",
-        " with a bytecode cache |" if cached else ""))
+    lines.append(
+        "| start-up: median (best) of %d runs | as configured%s |%s"
+        % (
+            results["settings"]["startup_runs"],
+            " (PYTHONDONTWRITEBYTECODE=1)" if cached else "",
+            " with a bytecode cache |" if cached else "",
+        )
+    )
     lines.append("|---|---:|" + ("---:|" if cached else ""))
-    for label, key in (("`python -c pass` (interpreter alone)", "python_pass_s"), ("`llm-affinity --help`", "help_s"),
-                       ("`llm-affinity --version`", "version_s"),
-                       ("`llm-affinity lint` small template (14 resources)", "lint_small_s")):
+    for label, key in (
+        ("`python -c pass` (interpreter alone)", "python_pass_s"),
+        ("`llm-affinity --help`", "help_s"),
+        ("`llm-affinity --version`", "version_s"),
+        ("`llm-affinity lint` small template (14 resources)", "lint_small_s"),
+    ):
         best = key[:-2] + "_best_s"
         row = f"| {label} | {_fmt_s(s['as_is'][key])} ({_fmt_s(s['as_is'][best])}) |"
         if cached:
@@ -336,14 +387,18 @@ def render(results: dict[str, Any]) -> str:
     lines.append("")
     lines.append("aws_cdk / jsii / boto3 imported on the lint path: " + (", ".join(heavy[:8]) if heavy else "none"))
     lines.append("")
-    lines.append("| scaling: one template (lint_paths in a fresh process, CPU time, best of %d) | time | per resource | "
-                 "marginal per resource |" % results["settings"]["scale_runs"])
+    lines.append(
+        "| scaling: one template (lint_paths in a fresh process, CPU time, best of %d) | time | per resource | "
+        "marginal per resource |" % results["settings"]["scale_runs"]
+    )
     lines.append("|---|---:|---:|---:|")
     for row in results["scaling"]:
         marginal = row.get("marginal_us_per_resource")
         cap = "" if row["resources"] <= 500 else ", above the 500-resource CloudFormation cap"
-        lines.append(f"| {row['resources']} resources ({row['bytes'] // 1024} KB YAML{cap}) | {_fmt_s(row['seconds'])} | "
-                     f"{row['us_per_resource']:.0f} µs | {'—' if marginal is None else f'{marginal:.0f} µs'} |")
+        lines.append(
+            f"| {row['resources']} resources ({row['bytes'] // 1024} KB YAML{cap}) | {_fmt_s(row['seconds'])} | "
+            f"{row['us_per_resource']:.0f} µs | {'—' if marginal is None else f'{marginal:.0f} µs'} |"
+        )
     lines.append("")
     for verdict in results["verdicts"]:
         lines.append(f"- {'PASS' if verdict['ok'] else 'FAIL'}: {verdict['what']}")
@@ -354,16 +409,28 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for row in results["cases"]:
         if row["case"].startswith(("cdk.out", "corpus")) and row["ratio"] is not None:
-            out.append({"what": f"{row['case']}: {row['ratio']:.0f}× faster than cfn-lint (target ≥ {SPEEDUP_TARGET:.0f}×)",
-                        "ok": row["ratio"] >= SPEEDUP_TARGET})
+            out.append(
+                {
+                    "what": f"{row['case']}: {row['ratio']:.0f}× faster than cfn-lint (target ≥ {SPEEDUP_TARGET:.0f}×)",
+                    "ok": row["ratio"] >= SPEEDUP_TARGET,
+                }
+            )
         if row["input_errors"]:
             out.append({"what": f"{row['case']}: {row['input_errors']} input(s) reported unreadable", "ok": False})
     s = results["startup"]
     s_as_is = s["as_is"]
-    out.append({"what": f"`llm-affinity --help` {_fmt_s(s_as_is['help_s'])} (target < {STARTUP_TARGET} s)",
-                "ok": s_as_is["help_s"] < STARTUP_TARGET})
-    out.append({"what": f"`llm-affinity lint` of a small file {_fmt_s(s_as_is['lint_small_s'])} (target < {STARTUP_TARGET} s)",
-                "ok": s_as_is["lint_small_s"] < STARTUP_TARGET})
+    out.append(
+        {
+            "what": f"`llm-affinity --help` {_fmt_s(s_as_is['help_s'])} (target < {STARTUP_TARGET} s)",
+            "ok": s_as_is["help_s"] < STARTUP_TARGET,
+        }
+    )
+    out.append(
+        {
+            "what": f"`llm-affinity lint` of a small file {_fmt_s(s_as_is['lint_small_s'])} (target < {STARTUP_TARGET} s)",
+            "ok": s_as_is["lint_small_s"] < STARTUP_TARGET,
+        }
+    )
     out.append({"what": "no aws_cdk/jsii/boto3 import on the lint path", "ok": not s["heavy_modules_on_lint_path"]})
     scaling = {r["resources"]: r for r in results["scaling"]}
     # Linear = the cost of one more resource does not grow with the template. Compare the
@@ -371,15 +438,23 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
     # report the same beyond the cap.
     low = scaling[250]["marginal_us_per_resource"]
     high = scaling[500]["marginal_us_per_resource"]
-    out.append({"what": f"linear up to 500 resources: marginal cost {high:.0f} µs/resource for 250→500 vs "
-                        f"{low:.0f} µs for 50→250 ({high / low:.2f}×, tolerance {LINEAR_TOLERANCE}×)",
-                "ok": high / low <= LINEAR_TOLERANCE})
+    out.append(
+        {
+            "what": f"linear up to 500 resources: marginal cost {high:.0f} µs/resource for 250→500 vs "
+            f"{low:.0f} µs for 50→250 ({high / low:.2f}×, tolerance {LINEAR_TOLERANCE}×)",
+            "ok": high / low <= LINEAR_TOLERANCE,
+        }
+    )
     biggest = max(scaling)
     if biggest > 500:
         far = scaling[biggest]["marginal_us_per_resource"]
-        out.append({"what": f"linear beyond the cap: marginal cost {far:.0f} µs/resource up to {biggest} resources vs "
-                            f"{low:.0f} µs for 50→250 ({far / low:.2f}×, tolerance {LINEAR_TOLERANCE}×)",
-                    "ok": far / low <= LINEAR_TOLERANCE})
+        out.append(
+            {
+                "what": f"linear beyond the cap: marginal cost {far:.0f} µs/resource up to {biggest} resources vs "
+                f"{low:.0f} µs for 50→250 ({far / low:.2f}×, tolerance {LINEAR_TOLERANCE}×)",
+                "ok": far / low <= LINEAR_TOLERANCE,
+            }
+        )
     return out
 
 
@@ -396,8 +471,9 @@ def _version(cmd: list[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="skip cfn-lint on the cdk.out folder and the corpus (the slow runs)")
+    parser.add_argument(
+        "--quick", action="store_true", help="skip cfn-lint on the cdk.out folder and the corpus (the slow runs)"
+    )
     parser.add_argument("--skip-cfn-lint", action="store_true", help="measure llm-affinity only")
     parser.add_argument("--runs", type=int, default=5, help="runs of llm-affinity per input (median; default 5)")
     parser.add_argument("--cfn-runs", type=int, default=1, help="runs of cfn-lint per input (median; default 1)")
@@ -422,13 +498,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         _progress(f"inputs written under {work}")
         results: dict[str, Any] = {
             "environment": {
-                "llm_affinity": _version([ours, "--version"]), "cfn_lint": _version([cfn, "--version"]),
-                "python": sys.version.split()[0], "cpus": os.cpu_count(),
+                "llm_affinity": _version([ours, "--version"]),
+                "cfn_lint": _version([cfn, "--version"]),
+                "python": sys.version.split()[0],
+                "cpus": os.cpu_count(),
                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "loadavg_start": [round(x, 2) for x in os.getloadavg()],
             },
-            "settings": {"runs": args.runs, "cfn_runs": args.cfn_runs, "startup_runs": args.startup_runs,
-                         "scale_runs": args.scale_runs, "quick": args.quick},
+            "settings": {
+                "runs": args.runs,
+                "cfn_runs": args.cfn_runs,
+                "startup_runs": args.startup_runs,
+                "scale_runs": args.scale_runs,
+                "quick": args.quick,
+            },
         }
         _progress("start-up…")
         results["startup"] = bench_startup(small, args, ours)

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from lab import MODEL  # noqa: E402
+
 from llm_affinity.evidence.probe import ProbeConfig, run_probe, system_prompt, user_message  # noqa: E402
 from llm_affinity.evidence.telemetry import TelemetryWriter  # noqa: E402
 
@@ -45,8 +46,15 @@ TARGET_MS = 1.0
 
 
 def run_probe_once(engine: "Engine", args: argparse.Namespace, raw: str) -> tuple[float, float, int]:
-    cfg = ProbeConfig(base_url=engine.url + "/v1", sessions=args.sessions, turns=args.turns, concurrency=1,
-                      model=MODEL, max_tokens=args.max_tokens, seed=1)
+    cfg = ProbeConfig(
+        base_url=engine.url + "/v1",
+        sessions=args.sessions,
+        turns=args.turns,
+        concurrency=1,
+        model=MODEL,
+        max_tokens=args.max_tokens,
+        seed=1,
+    )
     writer = TelemetryWriter(raw)
     cpu0, t0 = time.process_time(), time.perf_counter()
     result = run_probe(cfg, on_record=writer.write)
@@ -66,8 +74,17 @@ def run_peer_once(engine: "Engine", args: argparse.Namespace) -> tuple[float, fl
         messages = [{"role": "system", "content": system}]
         for turn in range(1, args.turns + 1):
             messages.append({"role": "user", "content": user_message(cfg, "peer", f"peer-{index}", index, turn)})
-            bodies.append(json.dumps({"model": MODEL, "messages": list(messages), "max_tokens": args.max_tokens,
-                                      "stream": True, "stream_options": {"include_usage": True}}).encode())
+            bodies.append(
+                json.dumps(
+                    {
+                        "model": MODEL,
+                        "messages": list(messages),
+                        "max_tokens": args.max_tokens,
+                        "stream": True,
+                        "stream_options": {"include_usage": True},
+                    }
+                ).encode()
+            )
             messages.append({"role": "assistant", "content": answer})
     conn = http.client.HTTPConnection("127.0.0.1", engine.port)
     cpu0, t0 = time.process_time(), time.perf_counter()
@@ -84,11 +101,14 @@ class Engine:
     """A lab engine in a child process (started here, stopped by its own handle)."""
 
     def __init__(self) -> None:
-        code = ("import sys; sys.path[:0] = [%r, %r]; from lab import StubEngine; "
-                "e = StubEngine('i-bench', ttft_base_s=0.0, ttft_per_token_s=0.0, capacity_blocks=1 << 20); "
-                "print(e.port, flush=True); sys.stdin.read()") % (str(ROOT), str(ROOT / "tests"))
-        self._proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      text=True)
+        code = (
+            "import sys; sys.path[:0] = [%r, %r]; from lab import StubEngine; "
+            "e = StubEngine('i-bench', ttft_base_s=0.0, ttft_per_token_s=0.0, capacity_blocks=1 << 20); "
+            "print(e.port, flush=True); sys.stdin.read()"
+        ) % (str(ROOT), str(ROOT / "tests"))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         self.port = int(self._proc.stdout.readline())
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -117,17 +137,23 @@ def main() -> int:
         engine.close()
     n = probe_runs[0][2]
     assert n == peer_runs[0][2] == args.sessions * args.turns
-    per = {name: (min(r[0] for r in runs) / n * 1000, min(r[1] for r in runs) / n * 1000)
-           for name, runs in (("peer (http.client)", peer_runs), ("probe (run_probe)", probe_runs))}
+    per = {
+        name: (min(r[0] for r in runs) / n * 1000, min(r[1] for r in runs) / n * 1000)
+        for name, runs in (("peer (http.client)", peer_runs), ("probe (run_probe)", probe_runs))
+    }
     (peer_wall, peer_cpu), (probe_wall, probe_cpu) = per.values()
     overhead = probe_cpu - peer_cpu
-    print(f"requests per run: {n} ({args.sessions} sessions x {args.turns} turns, {args.max_tokens} tokens each), "
-          f"best of {args.repeats} runs, load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"requests per run: {n} ({args.sessions} sessions x {args.turns} turns, {args.max_tokens} tokens each), "
+        f"best of {args.repeats} runs, load average {os.getloadavg()[0]:.2f}"
+    )
     print(f"{'client':22}{'CPU ms/request':>16}{'wall ms/request':>17}")
     for name, (wall, cpu) in per.items():
         print(f"{name:22}{cpu:16.3f}{wall:17.3f}")
-    print(f"probe overhead per request: {overhead:.3f} ms CPU (target < {TARGET_MS:.0f} ms: "
-          f"{'met' if overhead < TARGET_MS else 'NOT met'}); wall difference {probe_wall - peer_wall:.3f} ms")
+    print(
+        f"probe overhead per request: {overhead:.3f} ms CPU (target < {TARGET_MS:.0f} ms: "
+        f"{'met' if overhead < TARGET_MS else 'NOT met'}); wall difference {probe_wall - peer_wall:.3f} ms"
+    )
     return 0 if overhead < TARGET_MS else 1
 
 

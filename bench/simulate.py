@@ -54,8 +54,13 @@ def one_size(total_requests: int) -> dict:
         per_policy[name] = time.process_time() - t
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"requests": requests, "seconds": wall, "cpu_seconds": cpu, "per_policy": per_policy,
-            "peak_rss_mib": rss_kib / 1024}
+    return {
+        "requests": requests,
+        "seconds": wall,
+        "cpu_seconds": cpu,
+        "per_policy": per_policy,
+        "peak_rss_mib": rss_kib / 1024,
+    }
 
 
 def main() -> int:
@@ -71,29 +76,40 @@ def main() -> int:
     sizes = [args.requests // 4, args.requests // 2, args.requests]
     results = []
     for size in sizes:
-        proc = subprocess.run([sys.executable, __file__, "--child", str(size)], capture_output=True, text=True,
-                              check=True, cwd=ROOT)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", str(size)], capture_output=True, text=True, check=True, cwd=ROOT
+        )
         results.append(json.loads(proc.stdout))
     load = os.getloadavg()
     base = results[0]
-    print(f"llm-affinity simulate: all 9 policies, 8 instances, {TURNS} turns per session "
-          f"(load average {load[0]:.2f} on {os.cpu_count()} CPUs)")
-    print(f"{'requests':>10} {'wall s':>7} {'CPU s':>7} {'CPU us/req':>11} {'CPU x':>6} {'requests x':>10} "
-          f"{'peak RSS MiB':>13}")
+    print(
+        f"llm-affinity simulate: all 9 policies, 8 instances, {TURNS} turns per session "
+        f"(load average {load[0]:.2f} on {os.cpu_count()} CPUs)"
+    )
+    print(
+        f"{'requests':>10} {'wall s':>7} {'CPU s':>7} {'CPU us/req':>11} {'CPU x':>6} {'requests x':>10} "
+        f"{'peak RSS MiB':>13}"
+    )
     for r in results:
-        print(f"{r['requests']:>10,} {r['seconds']:>7.2f} {r['cpu_seconds']:>7.2f} "
-              f"{1e6 * r['cpu_seconds'] / r['requests']:>11.2f} {r['cpu_seconds'] / base['cpu_seconds']:>6.2f} "
-              f"{r['requests'] / base['requests']:>10.2f} {r['peak_rss_mib']:>13.1f}")
+        print(
+            f"{r['requests']:>10,} {r['seconds']:>7.2f} {r['cpu_seconds']:>7.2f} "
+            f"{1e6 * r['cpu_seconds'] / r['requests']:>11.2f} {r['cpu_seconds'] / base['cpu_seconds']:>6.2f} "
+            f"{r['requests'] / base['requests']:>10.2f} {r['peak_rss_mib']:>13.1f}"
+        )
     big = results[-1]
-    print("CPU per policy at the largest size (s): " +
-          ", ".join(f"{name} {sec:.2f}" for name, sec in big["per_policy"].items()))
+    print(
+        "CPU per policy at the largest size (s): "
+        + ", ".join(f"{name} {sec:.2f}" for name, sec in big["per_policy"].items())
+    )
     # CPU time is what the simulator costs; wall time also counts the other jobs on a shared box.
     linear = big["cpu_seconds"] / base["cpu_seconds"] <= 1.35 * big["requests"] / base["requests"]
     bounded = big["peak_rss_mib"] <= 1.25 * base["peak_rss_mib"] + 8
     fast = big["cpu_seconds"] * 1_000_000 / big["requests"] <= TARGET_S
-    print(f"targets: 1 M requests <= {TARGET_S:.0f} s of CPU (scaled): {'yes' if fast else 'NO'} "
-          f"(wall {big['seconds'] * 1_000_000 / big['requests']:.1f} s at this load); linear cost: "
-          f"{'yes' if linear else 'NO'}; memory bounded: {'yes' if bounded else 'NO'}")
+    print(
+        f"targets: 1 M requests <= {TARGET_S:.0f} s of CPU (scaled): {'yes' if fast else 'NO'} "
+        f"(wall {big['seconds'] * 1_000_000 / big['requests']:.1f} s at this load); linear cost: "
+        f"{'yes' if linear else 'NO'}; memory bounded: {'yes' if bounded else 'NO'}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"sizes": results, "load_average": load}, indent=2))
     return 0 if fast and linear and bounded else 1

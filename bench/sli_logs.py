@@ -83,6 +83,7 @@ COPY (
 
 # --- the two contenders, each run in a child process ------------------------------------
 
+
 def run_duckdb(folder: str, memory_limit: str) -> dict:
     sys.path.insert(0, str(REPO))
     from llm_affinity.evidence.alb_logs import discover
@@ -95,8 +96,15 @@ def run_duckdb(folder: str, memory_limit: str) -> dict:
         report = db.report("alb-logs", errors=errors)
         db.close()
     skipped = sum(int(e["message"].split()[0]) for e in report["errors"] if "lines skipped" in e["message"])
-    return _numbers(report["sessions"], report["requests"], report["stability"], report["moves_per_session"],
-                    report["instances"], {t["turn"]: t["requests"] for t in report["per_turn"]}, skipped)
+    return _numbers(
+        report["sessions"],
+        report["requests"],
+        report["stability"],
+        report["moves_per_session"],
+        report["instances"],
+        {t["turn"]: t["requests"] for t in report["per_turn"]},
+        skipped,
+    )
 
 
 def run_csv(folder: str) -> dict:
@@ -129,8 +137,13 @@ def run_csv(folder: str) -> dict:
                     if instance is not None:
                         instances[instance] = instances.get(instance, 0) + 1
                     url = row[12].split(" ")[1] if row[12].count(" ") >= 2 else ""
-                    session = next((v for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True)
-                                    if k == SESSION_KEY), None) or None
+                    session = (
+                        next(
+                            (v for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True) if k == SESSION_KEY),
+                            None,
+                        )
+                        or None
+                    )
                     if session is not None:
                         sessions.setdefault(session, []).append((ts, instance))
     pairs = moves = 0
@@ -139,17 +152,31 @@ def run_csv(folder: str) -> dict:
         seq.sort(key=lambda r: (r[0], r[1] is None, r[1] or ""))
         for turn in range(1, len(seq) + 1):
             per_turn[turn] = per_turn.get(turn, 0) + 1
-        for (_, a), (_, b) in zip(seq, seq[1:]):
+        for (_, a), (_, b) in zip(seq, seq[1:], strict=False):
             if a is not None and b is not None:
                 pairs += 1
                 moves += a != b
-    return _numbers(len(sessions), requests, (pairs - moves) / pairs if pairs else None,
-                    moves / len(sessions) if pairs else None, dict(sorted(instances.items())), per_turn, skipped)
+    return _numbers(
+        len(sessions),
+        requests,
+        (pairs - moves) / pairs if pairs else None,
+        moves / len(sessions) if pairs else None,
+        dict(sorted(instances.items())),
+        per_turn,
+        skipped,
+    )
 
 
 def _numbers(sessions, requests, stability, moves, instances, per_turn, skipped) -> dict:
-    return {"sessions": sessions, "requests": requests, "stability": stability, "moves_per_session": moves,
-            "instances": instances, "per_turn": {str(k): v for k, v in sorted(per_turn.items())}, "skipped": skipped}
+    return {
+        "sessions": sessions,
+        "requests": requests,
+        "stability": stability,
+        "moves_per_session": moves,
+        "instances": instances,
+        "per_turn": {str(k): v for k, v in sorted(per_turn.items())},
+        "skipped": skipped,
+    }
 
 
 def _child(kind: str, folder: str, memory_limit: str) -> tuple[dict, float, float, float]:
@@ -200,10 +227,14 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             # in a child process: a child forked from a parent holding DuckDB's memory would
             # report that memory as its own peak RSS
-            subprocess.run([sys.executable, __file__, "--generate", folder, str(args.lines), str(args.files)], check=True)
-            print(f"generated {args.lines:,} lines in {args.files} gzip files "
-                  f"({sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder)) / 1e6:.0f} MB) "
-                  f"in {time.perf_counter() - start:.1f} s")
+            subprocess.run(
+                [sys.executable, __file__, "--generate", folder, str(args.lines), str(args.files)], check=True
+            )
+            print(
+                f"generated {args.lines:,} lines in {args.files} gzip files "
+                f"({sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder)) / 1e6:.0f} MB) "
+                f"in {time.perf_counter() - start:.1f} s"
+            )
         print(f"machine: {os.cpu_count()} CPUs, load average before: {_load()}")
         ours, t_ours, cpu_ours, rss_ours = _child("duckdb", folder, args.memory_limit)
         lines = ours["requests"] + ours["skipped"]
@@ -217,19 +248,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<28} {wall:>8.2f} {lines / wall:>12,.0f} {cpu:>8.2f} {lines / cpu:>12,.0f} {rss:>7.0f}MB")
         speed = lines / t_ours
         ok = speed >= 1_000_000
-        print(f"duckdb: {speed:,.0f} lines/s wall (target >= 1,000,000: {'met' if ok else 'NOT met'}), "
-              f"{lines / cpu_ours:,.0f} lines per CPU-second ({1e6 * cpu_ours / lines:.2f} CPU-us per line)")
+        print(
+            f"duckdb: {speed:,.0f} lines/s wall (target >= 1,000,000: {'met' if ok else 'NOT met'}), "
+            f"{lines / cpu_ours:,.0f} lines per CPU-second ({1e6 * cpu_ours / lines:.2f} CPU-us per line)"
+        )
         if not args.skip_csv:
             ratio = t_peer / t_ours
             same = peer == ours
-            print(f"ratio csv / duckdb: {ratio:.1f}x wall (target >= 10x: {'met' if ratio >= 10 else 'NOT met'}), "
-                  f"{cpu_peer / cpu_ours:.1f}x CPU time; same numbers: {'yes' if same else 'NO'}")
+            print(
+                f"ratio csv / duckdb: {ratio:.1f}x wall (target >= 10x: {'met' if ratio >= 10 else 'NOT met'}), "
+                f"{cpu_peer / cpu_ours:.1f}x CPU time; same numbers: {'yes' if same else 'NO'}"
+            )
             if not same:
                 print("duckdb:", json.dumps(ours))
                 print("csv:   ", json.dumps(peer))
             ok = ok and same and ratio >= 10
-        print(f"stability {ours['stability']:.6f}, moves/session {ours['moves_per_session']:.6f}, "
-              f"{ours['sessions']:,} sessions, {ours['requests']:,} requests, {ours['skipped']:,} skipped lines")
+        print(
+            f"stability {ours['stability']:.6f}, moves/session {ours['moves_per_session']:.6f}, "
+            f"{ours['sessions']:,} sessions, {ours['requests']:,} requests, {ours['skipped']:,} skipped lines"
+        )
         print(f"targets (>= 1 M lines/s{'' if args.skip_csv else ', >= 10x'}): {'met' if ok else 'NOT met'}")
         return 0 if ok else 1
     finally:

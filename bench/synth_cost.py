@@ -102,8 +102,9 @@ def run_once(variant: str) -> dict:
     env = dict(os.environ, LLM_AFFINITY_ROOT=str(ROOT), JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
     cpu0 = _children_cpu()
     with tempfile.TemporaryDirectory(prefix=f"synth-{variant}-") as out:
-        proc = subprocess.run([sys.executable, "-c", CHILD, variant, out], env=env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, variant, out], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
+        )
     if proc.returncode != 0:
         raise SystemExit(f"{variant}: synth failed\n{proc.stderr[-4000:]}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -128,24 +129,39 @@ def main(argv: list[str] | None = None) -> int:
     best = {v: {k: min(r[k] for r in runs[v]) for k in keys} for v in VARIANTS}
     first = runs["plain"][0]
     print(f"reference stacks: {first['stacks']}, resources: {first['resources']}, runs per variant: {args.repeat}")
-    print(f"{'variant':14s} {'synth CPU s':>12s} {'ratio':>6s} {'synth wall s':>13s} {'ratio':>6s}"
-          f" {'process CPU s':>14s} {'ratio':>6s}   (medians)")
+    print(
+        f"{'variant':14s} {'synth CPU s':>12s} {'ratio':>6s} {'synth wall s':>13s} {'ratio':>6s}"
+        f" {'process CPU s':>14s} {'ratio':>6s}   (medians)"
+    )
     for v in VARIANTS:
-        print(f"{v:14s} {med[v]['synth_cpu']:12.2f} {med[v]['synth_cpu'] / med['plain']['synth_cpu']:6.3f}"
-              f" {med[v]['synth']:13.2f} {med[v]['synth'] / med['plain']['synth']:6.3f}"
-              f" {med[v]['cpu']:14.2f} {med[v]['cpu'] / med['plain']['cpu']:6.3f}")
+        print(
+            f"{v:14s} {med[v]['synth_cpu']:12.2f} {med[v]['synth_cpu'] / med['plain']['synth_cpu']:6.3f}"
+            f" {med[v]['synth']:13.2f} {med[v]['synth'] / med['plain']['synth']:6.3f}"
+            f" {med[v]['cpu']:14.2f} {med[v]['cpu'] / med['plain']['cpu']:6.3f}"
+        )
     print(f"LlmAffinityChecks.validate itself (lint of all templates): {med['both']['ours']:.3f}s median")
     ratio = med["both"]["synth"] / med["plain"]["synth"]
     cpu_ratio = med["both"]["cpu"] / med["plain"]["cpu"]
     synth_cpu_ratio = med["both"]["synth_cpu"] / med["plain"]["synth_cpu"]
     verdict = "within" if synth_cpu_ratio <= TARGET else "ABOVE"
-    print(f"gate cost (both plugins / plain synth): {synth_cpu_ratio:.3f}x synth-phase CPU, "
-          f"{ratio:.3f}x synth wall, {cpu_ratio:.3f}x whole-process CPU (medians of {args.repeat}); "
-          f"{verdict} target {TARGET}x (judged on synth-phase CPU: wall time on a shared machine is noise)")
+    print(
+        f"gate cost (both plugins / plain synth): {synth_cpu_ratio:.3f}x synth-phase CPU, "
+        f"{ratio:.3f}x synth wall, {cpu_ratio:.3f}x whole-process CPU (medians of {args.repeat}); "
+        f"{verdict} target {TARGET}x (judged on synth-phase CPU: wall time on a shared machine is noise)"
+    )
     if args.json:
-        print(json.dumps({"medians": med, "best": best, "ratio_synth_cpu": synth_cpu_ratio,
-                          "ratio_synth_wall": ratio, "ratio_cpu": cpu_ratio,
-                          "target": TARGET}))
+        print(
+            json.dumps(
+                {
+                    "medians": med,
+                    "best": best,
+                    "ratio_synth_cpu": synth_cpu_ratio,
+                    "ratio_synth_wall": ratio,
+                    "ratio_cpu": cpu_ratio,
+                    "target": TARGET,
+                }
+            )
+        )
     return 0
 
 

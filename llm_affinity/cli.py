@@ -17,7 +17,15 @@ from typing import Any, Sequence
 from . import __version__
 from .checks.severity import FAIL_ON  # the one definition of severity order
 from .common.commands import (
-    EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, Parser, UsageError, add_output_options, emit,
+    EXIT_FINDINGS,
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    Parser,
+    UsageError,
+    add_output_options,
+    emit,
     say,
 )
 
@@ -32,14 +40,24 @@ EVIDENCE_COMMANDS = {
 
 def _common(parser: argparse.ArgumentParser) -> None:
     add_output_options(parser, FORMATS)
-    parser.add_argument("--fail-on", choices=tuple(FAIL_ON), default="warning",
-                        help="lowest severity that makes the exit code 1 (default: warning)")
-    parser.add_argument("--ignore", action="append", default=[], metavar="RULE_ID",
-                        help="skip a rule (repeatable, or comma-separated)")
+    parser.add_argument(
+        "--fail-on",
+        choices=tuple(FAIL_ON),
+        default="warning",
+        help="lowest severity that makes the exit code 1 (default: warning)",
+    )
+    parser.add_argument(
+        "--ignore", action="append", default=[], metavar="RULE_ID", help="skip a rule (repeatable, or comma-separated)"
+    )
     parser.add_argument("--no-color", action="store_true", help="no ANSI colours in text output")
-    parser.add_argument("--min-cookie-duration", type=int, default=900, metavar="SECONDS",
-                        help="ALB011: shortest stickiness cookie duration accepted on inference target groups "
-                             "(default: 900, the shortest AgentCore session)")
+    parser.add_argument(
+        "--min-cookie-duration",
+        type=int,
+        default=900,
+        metavar="SECONDS",
+        help="ALB011: shortest stickiness cookie duration accepted on inference target groups "
+        "(default: 900, the shortest AgentCore session)",
+    )
 
 
 def build_parser() -> Parser:
@@ -47,32 +65,48 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="llm-affinity",
         description="Find KV-cache affinity failure modes of vLLM fleets on AWS: in CloudFormation "
-                    "templates and cdk.out (lint), in live accounts (audit).",
+        "templates and cdk.out (lint), in live accounts (audit).",
     )
     parser.add_argument("--version", action="version", version=f"llm-affinity {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    lint = sub.add_parser("lint", help="lint CloudFormation templates, folders and cdk.out folders",
-                          description="Lint templates (.json/.yaml/.yml/.template), folders and cdk.out folders.")
+    lint = sub.add_parser(
+        "lint",
+        help="lint CloudFormation templates, folders and cdk.out folders",
+        description="Lint templates (.json/.yaml/.yml/.template), folders and cdk.out folders.",
+    )
     lint.add_argument("paths", nargs="+", metavar="PATH")
     _common(lint)
 
-    audit = sub.add_parser("audit", help="audit live AWS accounts (read-only)",
-                           description="Audit load balancers, target groups, Auto Scaling groups and AgentCore "
-                                       "gateways of a live account with read-only calls.")
+    audit = sub.add_parser(
+        "audit",
+        help="audit live AWS accounts (read-only)",
+        description="Audit load balancers, target groups, Auto Scaling groups and AgentCore "
+        "gateways of a live account with read-only calls.",
+    )
     regions = audit.add_mutually_exclusive_group()
     regions.add_argument("--region", action="append", default=[], metavar="REGION", help="region to audit (repeatable)")
     regions.add_argument("--all-regions", action="store_true", help="every region enabled in the account")
     audit.add_argument("--profile", help="AWS named profile")
     audit.add_argument("--endpoint-url", help="send every API call to this endpoint (e.g. a moto server)")
     audit.add_argument("--max-workers", type=int, default=16, help="concurrent API calls (default: 16)")
-    audit.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
-                       help="stop after SECONDS, report what was read and name what was not (default: 300)")
+    audit.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="stop after SECONDS, report what was read and name what was not (default: 300)",
+    )
     _common(audit)
 
     rules = sub.add_parser("rules", help="list the rule catalogue")
-    rules.add_argument("--format", "-f", choices=("text", "json", "markdown"), default="text",
-                       help="text (a table), json, or markdown (the page docs/rules.md is generated with)")
+    rules.add_argument(
+        "--format",
+        "-f",
+        choices=("text", "json", "markdown"),
+        default="text",
+        help="text (a table), json, or markdown (the page docs/rules.md is generated with)",
+    )
 
     # The evidence commands (probe, sli, simulate, recommend) each own their flags and their
     # run() in one module of llm_affinity.evidence; those modules import nothing heavy at the
@@ -166,16 +200,25 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
     # a bad endpoint is a usage error before anything is sent (botocore would otherwise fail
     # late, differently for each scheme); AWS_ENDPOINT_URL is the same setting from the shell
-    for name, url in (("--endpoint-url", args.endpoint_url), ("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT_URL") or None)):
+    for name, url in (
+        ("--endpoint-url", args.endpoint_url),
+        ("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT_URL") or None),
+    ):
         if url is not None and (problem := endpoint_url_problem(url)):
             raise UsageError(f"{name} {url!r}: {problem} (expected e.g. https://host or http://127.0.0.1:5000)")
 
     # a bar on a terminal in text mode; on logs/CI (stderr not a terminal) a line every few
     # seconds; stdout only ever carries the report
     progress = ("bar" if args.format == "text" else False) if sys.stderr.isatty() else "lines"
-    result = collect(regions=args.region or None, all_regions=args.all_regions, profile=args.profile,
-                     endpoint_url=args.endpoint_url, progress=progress, max_workers=args.max_workers,
-                     timeout=args.timeout)
+    result = collect(
+        regions=args.region or None,
+        all_regions=args.all_regions,
+        profile=args.profile,
+        endpoint_url=args.endpoint_url,
+        progress=progress,
+        max_workers=args.max_workers,
+        timeout=args.timeout,
+    )
     report = evaluate(result.models, select_rules(ignore), settings)
     report.errors = list(result.errors)
     # A service with nothing to read there (not offered in the region) is listed in errors for
@@ -194,15 +237,14 @@ def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool, failed_
     for error in report.errors:  # names and messages come from the input: say() escapes them
         say(f"error: {error.input}: {error.message}")
     if args.format == "text":
-        color = (args.output is None and sys.stdout.isatty() and not args.no_color
-                 and "NO_COLOR" not in os.environ)
+        color = args.output is None and sys.stdout.isatty() and not args.no_color and "NO_COLOR" not in os.environ
         text = render_text(report, color=color)
     else:
         text = RENDERERS[args.format](report)
     emit(text, args.output)
     if not reached_any:
         return EXIT_UNREACHABLE
-    if (len(report.errors) if failed_inputs is None else failed_inputs):
+    if len(report.errors) if failed_inputs is None else failed_inputs:
         return EXIT_INPUT
     threshold = FAIL_ON[args.fail_on]
     if any(SEVERITY_RANK[f.severity] >= threshold for f in report.findings):

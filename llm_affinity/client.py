@@ -54,7 +54,8 @@ def _check_session_id(session_id: str) -> str:
     if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
         raise ValueError(
             f"session_id={session_id!r} is not allowed; allowed: 1-128 of A-Z a-z 0-9 . _ ~ - "
-            "(the fleet's proxy copies only these characters into the cookie)")
+            "(the fleet's proxy copies only these characters into the cookie)"
+        )
     return session_id
 
 
@@ -77,13 +78,11 @@ def _openai_module():
     try:
         import openai
     except ImportError as exc:
-        raise MissingDependency(
-            f"the OpenAI Python SDK is not installed; install it with: {INSTALL_HINT}") from exc
+        raise MissingDependency(f"the OpenAI Python SDK is not installed; install it with: {INSTALL_HINT}") from exc
     return openai
 
 
-def _headers(httpx_kwargs: dict, session_id: str | None, session_header: str | None,
-             api_key: str | None) -> dict:
+def _headers(httpx_kwargs: dict, session_id: str | None, session_header: str | None, api_key: str | None) -> dict:
     headers = dict(httpx_kwargs.pop("headers", {}) or {})
     if session_id is not None and session_header:
         headers[session_header] = _check_session_id(session_id)
@@ -92,10 +91,16 @@ def _headers(httpx_kwargs: dict, session_id: str | None, session_header: str | N
     return headers
 
 
-def session_http_client(session_id: str | None = None, *, session_header: str | None = DEFAULT_SESSION_HEADER,
-                        api_key: str | None = None, timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-                        telemetry: "str | os.PathLike | Callable[[dict], None] | None" = None,
-                        instance_header: str = DEFAULT_INSTANCE_HEADER, **httpx_kwargs: Any) -> httpx.Client:
+def session_http_client(
+    session_id: str | None = None,
+    *,
+    session_header: str | None = DEFAULT_SESSION_HEADER,
+    api_key: str | None = None,
+    timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+    telemetry: "str | os.PathLike | Callable[[dict], None] | None" = None,
+    instance_header: str = DEFAULT_INSTANCE_HEADER,
+    **httpx_kwargs: Any,
+) -> httpx.Client:
     """A new `httpx.Client` with its own cookie jar; sends `session_header: session_id` when
     given and `Authorization: Bearer <api_key>` when an API key is given (vLLM's `--api-key`).
     ``telemetry``: see :class:`SessionClients` (the turn counts this client's requests)."""
@@ -105,32 +110,53 @@ def session_http_client(session_id: str | None = None, *, session_header: str | 
         counter = _Counter()
         writer, owned = _writer(telemetry)
         httpx_kwargs["transport"] = SessionTransport(
-            given, session_id=session_id, next_turn=counter.next, writer=writer,
-            instance_header=instance_header, owns_writer=owned,
-            env_proxies=given is None and httpx_kwargs.get("trust_env", True))
+            given,
+            session_id=session_id,
+            next_turn=counter.next,
+            writer=writer,
+            instance_header=instance_header,
+            owns_writer=owned,
+            env_proxies=given is None and httpx_kwargs.get("trust_env", True),
+        )
     return httpx.Client(headers=headers, timeout=timeout, **httpx_kwargs)
 
 
-def async_session_http_client(session_id: str | None = None, *,
-                              session_header: str | None = DEFAULT_SESSION_HEADER, api_key: str | None = None,
-                              timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-                              **httpx_kwargs: Any) -> httpx.AsyncClient:
+def async_session_http_client(
+    session_id: str | None = None,
+    *,
+    session_header: str | None = DEFAULT_SESSION_HEADER,
+    api_key: str | None = None,
+    timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+    **httpx_kwargs: Any,
+) -> httpx.AsyncClient:
     """Async twin of `session_http_client` (for `openai.AsyncOpenAI`; no telemetry)."""
     headers = _headers(httpx_kwargs, session_id, session_header, api_key)
     return httpx.AsyncClient(headers=headers, timeout=timeout, **httpx_kwargs)
 
 
-def session_openai_client(session_id: str, *, base_url: str, api_key: str = "EMPTY",
-                          session_header: str | None = DEFAULT_SESSION_HEADER,
-                          http_client: httpx.Client | None = None, **openai_kwargs: Any):
+def session_openai_client(
+    session_id: str,
+    *,
+    base_url: str,
+    api_key: str = "EMPTY",
+    session_header: str | None = DEFAULT_SESSION_HEADER,
+    http_client: httpx.Client | None = None,
+    **openai_kwargs: Any,
+):
     """An `openai.OpenAI` client bound to one agent session (its own cookie jar)."""
     openai = _openai_module()
     http_client = http_client or session_http_client(session_id, session_header=session_header)
     return openai.OpenAI(base_url=base_url, api_key=api_key, http_client=http_client, **openai_kwargs)
 
 
-def async_session_openai_client(session_id: str, *, base_url: str, api_key: str = "EMPTY",
-                                session_header: str | None = DEFAULT_SESSION_HEADER, **openai_kwargs: Any):
+def async_session_openai_client(
+    session_id: str,
+    *,
+    base_url: str,
+    api_key: str = "EMPTY",
+    session_header: str | None = DEFAULT_SESSION_HEADER,
+    **openai_kwargs: Any,
+):
     """An `openai.AsyncOpenAI` client bound to one agent session (its own cookie jar)."""
     openai = _openai_module()
     http_client = async_session_http_client(session_id, session_header=session_header)
@@ -184,10 +210,17 @@ class SessionTransport(httpx.BaseTransport):
     With a telemetry ``writer``, it also observes each POST (an inference request: GET /models
     is not a turn) and writes one record when the response is closed."""
 
-    def __init__(self, inner: httpx.BaseTransport | None = None, *, session_id: str | None = None,
-                 next_turn: Callable[[], int] | None = None, writer: Any = None,
-                 instance_header: str = DEFAULT_INSTANCE_HEADER, owns_writer: bool = False,
-                 env_proxies: bool | None = None) -> None:
+    def __init__(
+        self,
+        inner: httpx.BaseTransport | None = None,
+        *,
+        session_id: str | None = None,
+        next_turn: Callable[[], int] | None = None,
+        writer: Any = None,
+        instance_header: str = DEFAULT_INSTANCE_HEADER,
+        owns_writer: bool = False,
+        env_proxies: bool | None = None,
+    ) -> None:
         self._env_proxies = inner is None if env_proxies is None else env_proxies
         #: inner transports by proxy URL (None: direct); a given inner serves every request
         self._inners: dict[str | None, httpx.BaseTransport] = {} if inner is None else {None: inner}
@@ -244,14 +277,31 @@ class SessionTransport(httpx.BaseTransport):
         response.stream = _ObservedStream(response.stream, self, observer)
         return response
 
-    def _write(self, ts: float, turn: int | None, instance: str | None, prompt: int | None,
-               cached: int | None, ttft_ms: float | None, status: int | None) -> None:
+    def _write(
+        self,
+        ts: float,
+        turn: int | None,
+        instance: str | None,
+        prompt: int | None,
+        cached: int | None,
+        ttft_ms: float | None,
+        status: int | None,
+    ) -> None:
         from .evidence.report import Record
 
         try:
-            self._writer.write(Record(ts=round(ts, 3), session=self._session, turn=turn, instance=instance,
-                                      prompt_tokens=prompt, cached_tokens=cached, ttft_ms=ttft_ms,
-                                      status=status))
+            self._writer.write(
+                Record(
+                    ts=round(ts, 3),
+                    session=self._session,
+                    turn=turn,
+                    instance=instance,
+                    prompt_tokens=prompt,
+                    cached_tokens=cached,
+                    ttft_ms=ttft_ms,
+                    status=status,
+                )
+            )
         except Exception:  # telemetry must never break the request it observes
             pass
 
@@ -318,8 +368,9 @@ class _Observer:
     the last one with ``stream_options.include_usage``) or a JSON body (usage only: a
     non-streamed answer has no first token to time)."""
 
-    def __init__(self, transport: SessionTransport, ts: float, started: float, turn: int | None,
-                 response: httpx.Response) -> None:
+    def __init__(
+        self, transport: SessionTransport, ts: float, started: float, turn: int | None, response: httpx.Response
+    ) -> None:
         self.transport = transport
         self.ts = ts
         self.started = started
@@ -357,7 +408,7 @@ class _Observer:
             if end < 0:
                 return
             line = bytes(self.buffer[:end]).strip()
-            del self.buffer[:end + 1]
+            del self.buffer[: end + 1]
             if not line.startswith(b"data:"):
                 continue
             payload = line[5:].strip()
@@ -396,8 +447,9 @@ def _has_content(event: dict) -> bool:
         if not isinstance(choice, dict):
             continue
         delta = choice.get("delta")
-        if isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")
-                                        or delta.get("tool_calls")):
+        if isinstance(delta, dict) and (
+            delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls")
+        ):
             return True
         if choice.get("text"):  # completions API
             return True
@@ -427,10 +479,17 @@ class SessionClients:
     True}` when streaming, or there is no usage to record.
     """
 
-    def __init__(self, *, base_url: str, api_key: str = "EMPTY",
-                 session_header: str | None = DEFAULT_SESSION_HEADER, max_sessions: int | None = None,
-                 telemetry: "str | os.PathLike | Callable[[dict], None] | None" = None,
-                 instance_header: str = DEFAULT_INSTANCE_HEADER, **openai_kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str = "EMPTY",
+        session_header: str | None = DEFAULT_SESSION_HEADER,
+        max_sessions: int | None = None,
+        telemetry: "str | os.PathLike | Callable[[dict], None] | None" = None,
+        instance_header: str = DEFAULT_INSTANCE_HEADER,
+        **openai_kwargs: Any,
+    ) -> None:
         if max_sessions is None:
             max_sessions = default_max_sessions()
         if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
@@ -473,11 +532,12 @@ class SessionClients:
                 return entry[0]
             transport = SessionTransport(
                 session_id=session_id,
-                next_turn=lambda: self._next_turn(session_id), writer=self._writer,
-                instance_header=self._instance_header)
+                next_turn=lambda: self._next_turn(session_id),
+                writer=self._writer,
+                instance_header=self._instance_header,
+            )
             http = session_http_client(session_id, session_header=self._header, transport=transport)
-            client = openai.OpenAI(base_url=self._base_url, api_key=self._api_key, http_client=http,
-                                   **self._kwargs)
+            client = openai.OpenAI(base_url=self._base_url, api_key=self._api_key, http_client=http, **self._kwargs)
             self._clients[session_id] = (client, http, transport)
             while len(self._clients) > self._max:
                 _, (_old, _http, old_transport) = self._clients.popitem(last=False)

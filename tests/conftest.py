@@ -29,18 +29,33 @@ _KEPT_CDK_VARS = ("CDK_HOME", "CDK_DISABLE_VERSION_CHECK")
 def isolated_env(**extra: str) -> dict[str, str]:
     """The environment for a CDK app or the CDK CLI in a subprocess: no AWS credentials or
     profile, no CDK_* context/outdir from an outer `cdk` run, the jsii end-of-life warning off."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("AWS_") and (not k.startswith("CDK_") or k in _KEPT_CDK_VARS)}
-    env.update({"AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-                "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", **extra})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AWS_") and (not k.startswith("CDK_") or k in _KEPT_CDK_VARS)
+    }
+    env.update(
+        {
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+            **extra,
+        }
+    )
     return env
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run `python -m llm_affinity` as a user would (separate process, real exit code)."""
     full_env = dict(os.environ, NO_COLOR="1", **(env or {}))
-    return subprocess.run([sys.executable, "-m", "llm_affinity", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env=full_env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "llm_affinity", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        env=full_env,
+        timeout=120,
+    )
 
 
 def lint_json(*args: str) -> tuple[int, dict]:

@@ -42,8 +42,10 @@ def synth_app(app, stacks: dict[str, Any]) -> Synth:
         art = assembly.get_stack_by_name(stacks[sid].stack_name)
         paths[sid] = Path(art.template_full_path)
         templates[sid] = json.loads(paths[sid].read_text())
-        messages[sid] = [(str(m.level), json.dumps(m.entry.data) if not isinstance(m.entry.data, str)
-                          else m.entry.data) for m in art.messages]
+        messages[sid] = [
+            (str(m.level), json.dumps(m.entry.data) if not isinstance(m.entry.data, str) else m.entry.data)
+            for m in art.messages
+        ]
     return Synth(Path(assembly.directory), templates, paths, messages, stacks)
 
 
@@ -132,9 +134,16 @@ def options_synth(tmp_path_factory) -> Synth:
     from aws_cdk import aws_ec2 as ec2
     from aws_cdk import aws_secretsmanager as sm
 
-    from llm_affinity.constructs import (AffinityDashboard, AlbStickiness, GatewayAuthorizer,
-                                         McpGatewayLayer, McpServerTarget, StickyAlbFront,
-                                         StickyNlbFront, VllmFleet)
+    from llm_affinity.constructs import (
+        AffinityDashboard,
+        AlbStickiness,
+        GatewayAuthorizer,
+        McpGatewayLayer,
+        McpServerTarget,
+        StickyAlbFront,
+        StickyNlbFront,
+        VllmFleet,
+    )
     from llm_affinity.stacks.network import inference_vpc
 
     app = cdk.App(context=AZ_CONTEXT, outdir=str(tmp_path_factory.mktemp("options-cdk-out")))
@@ -145,23 +154,52 @@ def options_synth(tmp_path_factory) -> Synth:
 
     st = s["FleetCustom"] = new_stack(app, "FleetCustom")
     secret = sm.Secret(st, "HfToken")
-    VllmFleet(st, "Fleet", vpc=inference_vpc(st), model_id="meta-llama/Llama-3.1-8B-Instruct",
-              instance_type="p5.48xlarge", min_capacity=2, max_capacity=8, desired_capacity=3,
-              vllm_image="vllm/vllm-openai:v0.10.2", vllm_args=["--max-model-len", "32768"],
-              hf_token_secret=secret, root_volume_gib=500, health_check_grace=Duration.seconds(1800),
-              drain_timeout=Duration.seconds(1200), queue_target=8, fleet_name="custom-fleet",
-              machine_image=ec2.MachineImage.generic_linux({"us-east-1": "ami-0123456789abcdef0"}))
+    VllmFleet(
+        st,
+        "Fleet",
+        vpc=inference_vpc(st),
+        model_id="meta-llama/Llama-3.1-8B-Instruct",
+        instance_type="p5.48xlarge",
+        min_capacity=2,
+        max_capacity=8,
+        desired_capacity=3,
+        vllm_image="vllm/vllm-openai:v0.10.2",
+        vllm_args=["--max-model-len", "32768"],
+        hf_token_secret=secret,
+        root_volume_gib=500,
+        health_check_grace=Duration.seconds(1800),
+        drain_timeout=Duration.seconds(1200),
+        queue_target=8,
+        fleet_name="custom-fleet",
+        machine_image=ec2.MachineImage.generic_linux({"us-east-1": "ami-0123456789abcdef0"}),
+    )
 
     st = s["AlbHttps"] = new_stack(app, "AlbHttps")
     fleet = VllmFleet(st, "Fleet", vpc=inference_vpc(st))
-    front = StickyAlbFront(st, "Front", fleet=fleet, stickiness=AlbStickiness.duration(Duration.hours(2)),
-                           certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN),
-                           internet_facing=True, allowed_cidrs=["203.0.113.0/24"],
-                           idle_timeout=Duration.seconds(900), deregistration_delay=Duration.seconds(120),
-                           algorithm=__import__("aws_cdk.aws_elasticloadbalancingv2", fromlist=["x"])
-                           .TargetGroupLoadBalancingAlgorithmType.ROUND_ROBIN)
-    AffinityDashboard(st, "Affinity", fleet=fleet, front=front, hit_rate_floor=0.5,
-                      ttft_p95_ceiling=Duration.seconds(3), hot_replica_ratio=1.5, queue_depth_ceiling=8)
+    front = StickyAlbFront(
+        st,
+        "Front",
+        fleet=fleet,
+        stickiness=AlbStickiness.duration(Duration.hours(2)),
+        certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN),
+        internet_facing=True,
+        allowed_cidrs=["203.0.113.0/24"],
+        idle_timeout=Duration.seconds(900),
+        deregistration_delay=Duration.seconds(120),
+        algorithm=__import__(
+            "aws_cdk.aws_elasticloadbalancingv2", fromlist=["x"]
+        ).TargetGroupLoadBalancingAlgorithmType.ROUND_ROBIN,
+    )
+    AffinityDashboard(
+        st,
+        "Affinity",
+        fleet=fleet,
+        front=front,
+        hit_rate_floor=0.5,
+        ttft_p95_ceiling=Duration.seconds(3),
+        hot_replica_ratio=1.5,
+        queue_depth_ceiling=8,
+    )
 
     st = s["AlbHttpDefault"] = new_stack(app, "AlbHttpDefault")
     fleet = VllmFleet(st, "Fleet", vpc=inference_vpc(st))
@@ -169,16 +207,21 @@ def options_synth(tmp_path_factory) -> Synth:
 
     st = s["AlbAppCookie"] = new_stack(app, "AlbAppCookie")
     fleet = VllmFleet(st, "Fleet", vpc=inference_vpc(st))
-    StickyAlbFront(st, "Front", fleet=fleet,
-                   certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN),
-                   stickiness=AlbStickiness.app_cookie("agent_sess", Duration.seconds(3600), "X-Agent-Session"))
+    StickyAlbFront(
+        st,
+        "Front",
+        fleet=fleet,
+        certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN),
+        stickiness=AlbStickiness.app_cookie("agent_sess", Duration.seconds(3600), "X-Agent-Session"),
+    )
 
     st = s["AlbBlueGreen"] = new_stack(app, "AlbBlueGreen")
     vpc = inference_vpc(st)
     blue = VllmFleet(st, "Blue", vpc=vpc)
     green = VllmFleet(st, "Green", vpc=vpc, vllm_image="vllm/vllm-openai:v0.11.1")
-    StickyAlbFront(st, "Front", fleet=blue, green_fleet=green, blue_weight=90, green_weight=10,
-                   group_stickiness=Duration.hours(2))
+    StickyAlbFront(
+        st, "Front", fleet=blue, green_fleet=green, blue_weight=90, green_weight=10, group_stickiness=Duration.hours(2)
+    )
 
     st = s["NlbDefault"] = new_stack(app, "NlbDefault")
     fleet = VllmFleet(st, "Fleet", vpc=inference_vpc(st))
@@ -187,39 +230,78 @@ def options_synth(tmp_path_factory) -> Synth:
 
     st = s["NlbTls"] = new_stack(app, "NlbTls")
     fleet = VllmFleet(st, "Fleet", vpc=inference_vpc(st))
-    StickyNlbFront(st, "Front", fleet=fleet, protocol="TLS", port=443, stickiness=False,
-                   certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN))
+    StickyNlbFront(
+        st,
+        "Front",
+        fleet=fleet,
+        protocol="TLS",
+        port=443,
+        stickiness=False,
+        certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN),
+    )
 
     st = s["NlbPublic"] = new_stack(app, "NlbPublic")
     fleet = VllmFleet(st, "Fleet", vpc=inference_vpc(st))
     # TLS ends at the NLB, the target group stays TCP: source_ip stickiness is allowed (NLB001)
-    StickyNlbFront(st, "Front", fleet=fleet, internet_facing=True, allowed_cidrs=["198.51.100.0/24"],
-                   protocol="TLS", port=443, certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN))
+    StickyNlbFront(
+        st,
+        "Front",
+        fleet=fleet,
+        internet_facing=True,
+        allowed_cidrs=["198.51.100.0/24"],
+        protocol="TLS",
+        port=443,
+        certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN),
+    )
 
     st = s["AlbPublicInsecure"] = new_stack(app, "AlbPublicInsecure")
     fleet = VllmFleet(st, "Fleet", vpc=inference_vpc(st), fleet_name="public-fleet")
-    StickyAlbFront(st, "Front", fleet=fleet, internet_facing=True, allowed_cidrs=["0.0.0.0/0"],
-                   allow_insecure_http=True,
-                   stickiness=AlbStickiness.app_cookie("llm_session", Duration.hours(1)))
+    StickyAlbFront(
+        st,
+        "Front",
+        fleet=fleet,
+        internet_facing=True,
+        allowed_cidrs=["0.0.0.0/0"],
+        allow_insecure_http=True,
+        stickiness=AlbStickiness.app_cookie("llm_session", Duration.hours(1)),
+    )
 
     # no env (region-agnostic), numbers from CloudFormation parameters, one fleet behind both fronts
     st = s["Agnostic"] = cdk.Stack(app, "Agnostic")
     min_p = cdk.CfnParameter(st, "MinCapacity", type="Number", default=1)
     max_p = cdk.CfnParameter(st, "MaxCapacity", type="Number", default=3)
     port_p = cdk.CfnParameter(st, "NlbPort", type="Number", default=8443)
-    fleet = VllmFleet(st, "Fleet", vpc=inference_vpc(st), min_capacity=min_p.value_as_number,
-                      max_capacity=max_p.value_as_number, instance_type="dl1.24xlarge")
+    fleet = VllmFleet(
+        st,
+        "Fleet",
+        vpc=inference_vpc(st),
+        min_capacity=min_p.value_as_number,
+        max_capacity=max_p.value_as_number,
+        instance_type="dl1.24xlarge",
+    )
     StickyAlbFront(st, "Alb", fleet=fleet)
-    StickyNlbFront(st, "Nlb", fleet=fleet, protocol="TLS", port=port_p.value_as_number,
-                   certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN))
+    StickyNlbFront(
+        st,
+        "Nlb",
+        fleet=fleet,
+        protocol="TLS",
+        port=port_p.value_as_number,
+        certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN),
+    )
 
     st = s["GatewayJwt"] = new_stack(app, "GatewayJwt")
-    McpGatewayLayer(st, "Gateway", gateway_name="tools-gw",
-                    authorizer=GatewayAuthorizer.custom_jwt(
-                        "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Example/.well-known/openid-configuration",
-                        allowed_clients=["client-1"]),
-                    session_timeout=Duration.seconds(28800), streaming=True,
-                    targets=[McpServerTarget("search", "https://mcp.example.com/mcp", "search tools")])
+    McpGatewayLayer(
+        st,
+        "Gateway",
+        gateway_name="tools-gw",
+        authorizer=GatewayAuthorizer.custom_jwt(
+            "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Example/.well-known/openid-configuration",
+            allowed_clients=["client-1"],
+        ),
+        session_timeout=Duration.seconds(28800),
+        streaming=True,
+        targets=[McpServerTarget("search", "https://mcp.example.com/mcp", "search tools")],
+    )
 
     st = s["GatewayNoSessions"] = new_stack(app, "GatewayNoSessions")
     McpGatewayLayer(st, "Gateway", authorizer=GatewayAuthorizer.none(), sessions_enabled=False)

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, RULE_FIXTURES, SARIF_SCHEMA
 
 WORKFLOW = ROOT / "docs" / "examples" / "github-workflow.yml"
 HOOKS = ROOT / ".pre-commit-hooks.yaml"
-BROKEN = RULE_FIXTURES / "ALB001_fail.yaml"   # one error: stickiness with cross-zone off
+BROKEN = RULE_FIXTURES / "ALB001_fail.yaml"  # one error: stickiness with cross-zone off
 GOOD = RULE_FIXTURES / "ALB001_pass.yaml"
 
 
@@ -62,9 +61,21 @@ def _assembly(folder: Path, template: Path) -> Path:
     folder.mkdir()
     data = yaml.safe_load(template.read_text(encoding="utf-8"))
     (folder / "Inference.template.json").write_text(json.dumps(data))
-    (folder / "manifest.json").write_text(json.dumps({"version": "55.0.0", "artifacts": {
-        "Inference": {"type": "aws:cloudformation:stack", "environment": "aws://123456789012/us-east-1",
-                      "properties": {"templateFile": "Inference.template.json"}, "displayName": "Inference"}}}))
+    (folder / "manifest.json").write_text(
+        json.dumps(
+            {
+                "version": "55.0.0",
+                "artifacts": {
+                    "Inference": {
+                        "type": "aws:cloudformation:stack",
+                        "environment": "aws://123456789012/us-east-1",
+                        "properties": {"templateFile": "Inference.template.json"},
+                        "displayName": "Inference",
+                    }
+                },
+            }
+        )
+    )
     return folder
 
 
@@ -83,8 +94,12 @@ def _run_step(command: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_workflow_commands_run_locally(tmp_path, template, lint_exit):
     jsonschema = pytest.importorskip("jsonschema")
     _assembly(tmp_path / "cdk.out", template)
-    ours = [cmd for step in _steps() for cmd in _commands(step)
-            if cmd.startswith("llm-affinity ") or cmd.startswith("python -m llm_affinity")]
+    ours = [
+        cmd
+        for step in _steps()
+        for cmd in _commands(step)
+        if cmd.startswith("llm-affinity ") or cmd.startswith("python -m llm_affinity")
+    ]
     assert len(ours) == 3, ours
     results = {cmd: _run_step(cmd, tmp_path) for cmd in ours}
     for cmd, proc in results.items():
@@ -95,11 +110,13 @@ def test_workflow_commands_run_locally(tmp_path, template, lint_exit):
     assert table.returncode == 0, table.stderr
     assert re.search(r"^Inference\s+\d+\s+not run\s+not run\s+0$", table.stdout, re.M), table.stdout
 
-    assert results[sarif_cmd].returncode == 0, results[sarif_cmd].stderr   # --fail-on never
+    assert results[sarif_cmd].returncode == 0, results[sarif_cmd].stderr  # --fail-on never
     sarif = json.loads((tmp_path / "llm-affinity.sarif").read_text())
     jsonschema.Draft4Validator(json.loads(SARIF_SCHEMA.read_text())).validate(sarif)
-    found = [(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
-             for r in sarif["runs"][0]["results"]]
+    found = [
+        (r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
+        for r in sarif["runs"][0]["results"]
+    ]
     assert found == ([("ALB001", "cdk.out/Inference.template.json")] if lint_exit else [])
 
     gate = results[gate_cmd]
@@ -115,18 +132,44 @@ def test_hook_manifest():
     assert hook["id"] == "llm-affinity-lint" and hook["language"] == "python"
     assert hook["entry"] == "llm-affinity lint"
     pattern = re.compile(hook["files"])
-    for name in ("stack.template", "infra/app.template.yaml", "net.cfn.yml", "template.yaml", "sam/template.json",
-                 "cloudformation/vpc.json", "deploy/templates/fleet.yaml", "cfn/x.yml"):
+    for name in (
+        "stack.template",
+        "infra/app.template.yaml",
+        "net.cfn.yml",
+        "template.yaml",
+        "sam/template.json",
+        "cloudformation/vpc.json",
+        "deploy/templates/fleet.yaml",
+        "cfn/x.yml",
+    ):
         assert pattern.search(name), name
-    for name in (".github/workflows/ci.yml", "package.json", "tsconfig.json", "cdk.json", "docker-compose.yaml",
-                 "charts/vllm/values.yaml", "templates.md"):
+    for name in (
+        ".github/workflows/ci.yml",
+        "package.json",
+        "tsconfig.json",
+        "cdk.json",
+        "docker-compose.yaml",
+        "charts/vllm/values.yaml",
+        "templates.md",
+    ):
         assert not pattern.search(name), name
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, timeout=60,
-                   env=dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
-                            GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com"))
+    subprocess.run(
+        ["git", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        timeout=60,
+        env=dict(
+            os.environ,
+            GIT_AUTHOR_NAME="t",
+            GIT_AUTHOR_EMAIL="t@example.com",
+            GIT_COMMITTER_NAME="t",
+            GIT_COMMITTER_EMAIL="t@example.com",
+        ),
+    )
 
 
 @pytest.mark.slow
@@ -152,8 +195,14 @@ def test_pre_commit_try_repo(tmp_path):
     env.update({"PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "NO_COLOR": "1", "PRE_COMMIT_COLOR": "never"})
 
     def try_repo(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([pre_commit, "try-repo", str(ROOT), "llm-affinity-lint", *args], cwd=repo, env=env,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [pre_commit, "try-repo", str(ROOT), "llm-affinity-lint", *args],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     everything = try_repo("--all-files")
     assert everything.returncode == 1, everything.stdout + everything.stderr

@@ -48,12 +48,18 @@ class _StubAlb(BaseHTTPRequestHandler):
             if sid:  # the target (nginx) sets the app cookie, the ALB adds its own
                 set_cookies.append(f"llm_session={sid}; Path=/; HttpOnly")
                 set_cookies.append(f"AWSALBAPP-0={instance}; Expires=Sun, 06 Dec 2099 00:00:00 GMT; Path=/")
-        payload = json.dumps({
-            "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": instance}}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }).encode()
+        payload = json.dumps(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", "m"),
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": instance}}
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -220,14 +226,26 @@ class _StubEngine(BaseHTTPRequestHandler):
         prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
         cached = min(cls.last_prompt.get(session, 0), prompt)
         cls.last_prompt[session] = prompt
-        usage = {"prompt_tokens": prompt, "completion_tokens": 2, "total_tokens": prompt + 2,
-                 "prompt_tokens_details": {"cached_tokens": cached}}
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": 2,
+            "total_tokens": prompt + 2,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
         base = {"id": "chatcmpl-1", "created": 0, "model": body.get("model", "m")}
         self.send_response(200)
         self.send_header("X-Served-By", cls.instance)
         if not body.get("stream"):
-            payload = json.dumps({**base, "object": "chat.completion", "usage": usage, "choices": [
-                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hello"}}]}).encode()
+            payload = json.dumps(
+                {
+                    **base,
+                    "object": "chat.completion",
+                    "usage": usage,
+                    "choices": [
+                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hello"}}
+                    ],
+                }
+            ).encode()
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
@@ -261,8 +279,11 @@ def engine():
 
 def _stream(client, words: int):
     return client.chat.completions.create(
-        model="m", stream=True, stream_options={"include_usage": True},
-        messages=[{"role": "user", "content": " ".join(["secret"] * words)}])
+        model="m",
+        stream=True,
+        stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": " ".join(["secret"] * words)}],
+    )
 
 
 def test_eviction_waits_for_the_request_in_flight(engine):
@@ -309,8 +330,9 @@ def test_missing_openai_names_the_extra(monkeypatch):
     clients = lac.SessionClients(base_url="http://127.0.0.1:9/v1")
     with pytest.raises(lac.MissingDependency) as info:
         clients.openai("s1")
-    assert str(info.value) == ('the OpenAI Python SDK is not installed; install it with: '
-                               'pip install "llm-affinity[client]"')
+    assert str(info.value) == (
+        'the OpenAI Python SDK is not installed; install it with: pip install "llm-affinity[client]"'
+    )
     assert isinstance(info.value, ImportError) and len(clients) == 0
     with pytest.raises(lac.MissingDependency):
         lac.session_openai_client("s1", base_url="http://127.0.0.1:9/v1")
@@ -336,10 +358,11 @@ def test_telemetry_records_each_request_exactly(engine, tmp_path):
     started = time.time()
     with lac.SessionClients(base_url=base_url, api_key="sk-vllm", telemetry=path) as clients:
         for words in (5, 9):
-            for chunk in _stream(clients.openai("agent-1"), words):
+            for _chunk in _stream(clients.openai("agent-1"), words):
                 pass
         reply = clients.openai("agent-2").chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "one two three"}])
+            model="m", messages=[{"role": "user", "content": "one two three"}]
+        )
         assert reply.choices[0].message.content == "hello"  # the SDK read what it always reads
     ended = time.time()
     lines = path.read_text().splitlines()
@@ -351,12 +374,30 @@ def test_telemetry_records_each_request_exactly(engine, tmp_path):
         assert started <= r["ts"] <= ended and r["ts"] == round(r["ts"], 3)
     stable = [{k: v for k, v in r.items() if k not in ("ts", "ttft_ms")} for r in by_turn]
     assert stable == [
-        {"session": "agent-1", "turn": 1, "instance": "i-0123456789abcdef0", "prompt_tokens": 5,
-         "cached_tokens": 0, "status": 200},
-        {"session": "agent-1", "turn": 2, "instance": "i-0123456789abcdef0", "prompt_tokens": 9,
-         "cached_tokens": 5, "status": 200},
-        {"session": "agent-2", "turn": 1, "instance": "i-0123456789abcdef0", "prompt_tokens": 3,
-         "cached_tokens": 0, "status": 200},
+        {
+            "session": "agent-1",
+            "turn": 1,
+            "instance": "i-0123456789abcdef0",
+            "prompt_tokens": 5,
+            "cached_tokens": 0,
+            "status": 200,
+        },
+        {
+            "session": "agent-1",
+            "turn": 2,
+            "instance": "i-0123456789abcdef0",
+            "prompt_tokens": 9,
+            "cached_tokens": 5,
+            "status": 200,
+        },
+        {
+            "session": "agent-2",
+            "turn": 1,
+            "instance": "i-0123456789abcdef0",
+            "prompt_tokens": 3,
+            "cached_tokens": 0,
+            "status": 200,
+        },
     ]
     streamed = [r["ttft_ms"] for r in by_turn[:2]]
     assert all(ttft >= 1000 * _StubEngine.first_token_delay for ttft in streamed)  # the first *content*
@@ -387,7 +428,8 @@ def test_telemetry_without_instance_header_or_usage_is_null(engine):
     got: list[dict] = []
     with lac.SessionClients(base_url=base_url, telemetry=got.append, instance_header="X-Other") as clients:
         stream = clients.openai("s").chat.completions.create(
-            model="m", stream=True, messages=[{"role": "user", "content": "a b"}])  # no include_usage
+            model="m", stream=True, messages=[{"role": "user", "content": "a b"}]
+        )  # no include_usage
         assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "hello"
     (record,) = got
     assert record["instance"] is None and record["prompt_tokens"] is None and record["cached_tokens"] is None
@@ -406,15 +448,21 @@ def test_telemetry_records_a_failed_connection(tmp_path):
             clients.openai("s").chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
     (record,) = got
     assert {k: record[k] for k in ("session", "turn", "instance", "prompt_tokens", "status")} == {
-        "session": "s", "turn": 1, "instance": None, "prompt_tokens": None, "status": None}
+        "session": "s",
+        "turn": 1,
+        "instance": None,
+        "prompt_tokens": None,
+        "status": None,
+    }
 
 
 def test_plain_http_client_telemetry(engine, tmp_path):
     base_url, _ = engine
     path = tmp_path / "t.jsonl"
     with lac.session_http_client("raw-1", telemetry=path) as http:
-        r = http.post(f"{base_url}/chat/completions",
-                      json={"model": "m", "messages": [{"role": "user", "content": "a b c"}]})
+        r = http.post(
+            f"{base_url}/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "a b c"}]}
+        )
         assert r.json()["usage"]["prompt_tokens"] == 3
     (record,) = [json.loads(line) for line in path.read_text().splitlines()]
     assert (record["session"], record["turn"], record["prompt_tokens"], record["cached_tokens"]) == ("raw-1", 1, 3, 0)

@@ -11,8 +11,10 @@ pytestmark = pytest.mark.cdk
 
 
 def _alarms(synth, sid):
-    return {a["Properties"]["AlarmDescription"].split(":")[0]: a["Properties"]
-            for a in synth.resources(sid, "AWS::CloudWatch::Alarm").values()}
+    return {
+        a["Properties"]["AlarmDescription"].split(":")[0]: a["Properties"]
+        for a in synth.resources(sid, "AWS::CloudWatch::Alarm").values()
+    }
 
 
 def test_alarms_with_custom_thresholds(options_synth):
@@ -44,8 +46,12 @@ def test_nlb_dashboard_uses_network_elb_metrics(options_synth):
 def test_dashboard_widgets_per_instance(options_synth):
     dash = options_synth.one("AlbHttps", "AWS::CloudWatch::Dashboard")
     body = json.dumps(dash["Properties"]["DashboardBody"])
-    for title in ("Prefix-cache hit rate per instance", "TTFT p50 / p95 per instance",
-                  "Queue depth per instance", "per-target requests"):
+    for title in (
+        "Prefix-cache hit rate per instance",
+        "TTFT p50 / p95 per instance",
+        "Queue depth per instance",
+        "per-target requests",
+    ):
         assert title in body
     assert "RequestCountPerTarget" in body
     assert "SEARCH(" in body and "InstanceId" in body

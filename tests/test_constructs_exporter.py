@@ -96,9 +96,22 @@ def test_main_loop_sends_emf_over_udp(exporter, monkeypatch):
     monkeypatch.setattr(exporter.time, "sleep", fake_sleep)
     try:
         with pytest.raises(KeyboardInterrupt):
-            exporter.main(["--namespace", "LlmAffinity/vLLM", "--fleet", "f1", "--instance-id", "i-1",
-                           "--log-group", "/lg", "--url", f"http://127.0.0.1:{server.server_address[1]}/metrics",
-                           "--agent", f"127.0.0.1:{agent.getsockname()[1]}"])
+            exporter.main(
+                [
+                    "--namespace",
+                    "LlmAffinity/vLLM",
+                    "--fleet",
+                    "f1",
+                    "--instance-id",
+                    "i-1",
+                    "--log-group",
+                    "/lg",
+                    "--url",
+                    f"http://127.0.0.1:{server.server_address[1]}/metrics",
+                    "--agent",
+                    f"127.0.0.1:{agent.getsockname()[1]}",
+                ]
+            )
         rec = json.loads(agent.recv(65536))
     finally:
         server.shutdown()
@@ -112,8 +125,13 @@ def test_main_loop_sends_emf_over_udp(exporter, monkeypatch):
 
 
 def test_boot_script_renders_valid_json_and_shell_quoting():
-    spec = userdata.BootSpec(model_id="org/model name", vllm_image="vllm/vllm-openai:v1",
-                             fleet_name="f", log_group_name="/lg", vllm_args=("--max-model-len", "4096"))
+    spec = userdata.BootSpec(
+        model_id="org/model name",
+        vllm_image="vllm/vllm-openai:v1",
+        fleet_name="f",
+        log_group_name="/lg",
+        vllm_args=("--max-model-len", "4096"),
+    )
     cmd = userdata.vllm_docker_command(spec)
     assert "'org/model name'" in cmd  # quoted for the shell
     assert cmd.index("--enable-prefix-caching") < cmd.index("--max-model-len")
@@ -130,11 +148,14 @@ def test_nginx_config_accepts_only_full_matches_of_the_session_pattern():
     conf = userdata.nginx_config(userdata.ProxySpec("llm_session", "X-Session-Id"), 8000)
     sid_maps = re.findall(r'map (\$\w+) \$llm_affinity_(hdr|ck|q)_sid \{\n    "~([^"]+)" \1;', conf)
     assert [(src, kind) for src, kind, _ in sid_maps] == [
-        ("$http_x_session_id", "hdr"), ("$cookie_llm_session", "ck"), ("$arg_llm_session", "q")]
+        ("$http_x_session_id", "hdr"),
+        ("$cookie_llm_session", "ck"),
+        ("$arg_llm_session", "q"),
+    ]
     for _, _, rx in sid_maps:
         py = re.compile(rx.replace("\\z", "\\Z"))
         assert py.match("sess-42") and py.match("A.b_c~d-9") and py.match("x" * 128)
-        for bad in ("abc\n", "abc|x; Domain=evil", "x" * 129, "", "a b", "abc;", "ab\"c"):
+        for bad in ("abc\n", "abc|x; Domain=evil", "x" * 129, "", "a b", "abc;", 'ab"c'):
             assert not py.match(bad), bad
     assert conf.count("{") == conf.count("}")
 

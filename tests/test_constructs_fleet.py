@@ -7,9 +7,8 @@ import json
 import pytest
 
 pytest.register_assert_rewrite("conftest_cdk")
-from aws_cdk.assertions import Match, Template
-
-from conftest_cdk import heredoc, packed, user_data
+from aws_cdk.assertions import Match, Template  # noqa: E402  (after the assert-rewrite registration)
+from conftest_cdk import heredoc, packed, user_data  # noqa: E402
 
 pytest_plugins = ["conftest_cdk"]
 pytestmark = pytest.mark.cdk
@@ -17,35 +16,80 @@ pytestmark = pytest.mark.cdk
 
 def test_defaults_are_secure_and_sized(options_synth):
     t = Template.from_json(options_synth.templates["FleetDefaults"])
-    t.has_resource_properties("AWS::EC2::LaunchTemplate", {"LaunchTemplateData": Match.object_like({
-        "InstanceType": "g6.xlarge",
-        "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1},  # no container reaches IMDS
-        "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {
-            "DeleteOnTermination": True, "Encrypted": True, "VolumeSize": 200, "VolumeType": "gp3"}}],
-        "NetworkInterfaces": [Match.object_like({"AssociatePublicIpAddress": False, "DeviceIndex": 0})],
-        "KeyName": Match.absent(),
-    })})
+    t.has_resource_properties(
+        "AWS::EC2::LaunchTemplate",
+        {
+            "LaunchTemplateData": Match.object_like(
+                {
+                    "InstanceType": "g6.xlarge",
+                    "MetadataOptions": {
+                        "HttpTokens": "required",
+                        "HttpPutResponseHopLimit": 1,
+                    },  # no container reaches IMDS
+                    "BlockDeviceMappings": [
+                        {
+                            "DeviceName": "/dev/sda1",
+                            "Ebs": {
+                                "DeleteOnTermination": True,
+                                "Encrypted": True,
+                                "VolumeSize": 200,
+                                "VolumeType": "gp3",
+                            },
+                        }
+                    ],
+                    "NetworkInterfaces": [Match.object_like({"AssociatePublicIpAddress": False, "DeviceIndex": 0})],
+                    "KeyName": Match.absent(),
+                }
+            )
+        },
+    )
     lt = options_synth.one("FleetDefaults", "AWS::EC2::LaunchTemplate")
     # the AMI is the public DLAMI SSM parameter, resolved at deploy time
     params = options_synth.templates["FleetDefaults"]["Parameters"]
-    assert any(p.get("Default") == "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
-               and p["Type"] == "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>" for p in params.values())
+    assert any(
+        p.get("Default") == "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+        and p["Type"] == "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
+        for p in params.values()
+    )
     assert "Ref" in lt["Properties"]["LaunchTemplateData"]["ImageId"]
-    t.has_resource_properties("AWS::AutoScaling::AutoScalingGroup", {
-        "MinSize": "1", "MaxSize": "4", "HealthCheckType": "ELB", "HealthCheckGracePeriod": 900,
-        "DefaultInstanceWarmup": 900,
-        "LifecycleHookSpecificationList": Match.absent(),
-        "Tags": Match.array_with([{"Key": "llm-affinity:role", "PropagateAtLaunch": True, "Value": "inference"}]),
-    })
-    t.has_resource_properties("AWS::AutoScaling::LifecycleHook", {
-        "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING", "HeartbeatTimeout": 600,
-        "DefaultResult": "CONTINUE"})
-    t.has_resource_properties("AWS::AutoScaling::ScalingPolicy", {
-        "PolicyType": "TargetTrackingScaling",
-        "TargetTrackingConfiguration": Match.object_like({
-            "TargetValue": 4,
-            "CustomizedMetricSpecification": Match.object_like({
-                "MetricName": "vllm:num_requests_waiting", "Namespace": "LlmAffinity/vLLM", "Statistic": "Average"})})})
+    t.has_resource_properties(
+        "AWS::AutoScaling::AutoScalingGroup",
+        {
+            "MinSize": "1",
+            "MaxSize": "4",
+            "HealthCheckType": "ELB",
+            "HealthCheckGracePeriod": 900,
+            "DefaultInstanceWarmup": 900,
+            "LifecycleHookSpecificationList": Match.absent(),
+            "Tags": Match.array_with([{"Key": "llm-affinity:role", "PropagateAtLaunch": True, "Value": "inference"}]),
+        },
+    )
+    t.has_resource_properties(
+        "AWS::AutoScaling::LifecycleHook",
+        {
+            "LifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+            "HeartbeatTimeout": 600,
+            "DefaultResult": "CONTINUE",
+        },
+    )
+    t.has_resource_properties(
+        "AWS::AutoScaling::ScalingPolicy",
+        {
+            "PolicyType": "TargetTrackingScaling",
+            "TargetTrackingConfiguration": Match.object_like(
+                {
+                    "TargetValue": 4,
+                    "CustomizedMetricSpecification": Match.object_like(
+                        {
+                            "MetricName": "vllm:num_requests_waiting",
+                            "Namespace": "LlmAffinity/vLLM",
+                            "Statistic": "Average",
+                        }
+                    ),
+                }
+            ),
+        },
+    )
     # subnets: private only (no public IP)
     asg = options_synth.one("FleetDefaults", "AWS::AutoScaling::AutoScalingGroup")
     subnet_refs = json.dumps(asg["Properties"]["VPCZoneIdentifier"])
@@ -54,27 +98,57 @@ def test_defaults_are_secure_and_sized(options_synth):
 
 def test_least_privilege_role(options_synth):
     t = Template.from_json(options_synth.templates["FleetDefaults"])
-    roles = [r for r in options_synth.resources("FleetDefaults", "AWS::IAM::Role").values()
-             if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}]
+    roles = [
+        r
+        for r in options_synth.resources("FleetDefaults", "AWS::IAM::Role").values()
+        if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
+    ]
     assert len(roles) == 1
     role = roles[0]
     managed = json.dumps(role["Properties"]["ManagedPolicyArns"])
     assert "AmazonSSMManagedInstanceCore" in managed and "CloudWatchAgentServerPolicy" not in managed
-    t.has_resource_properties("AWS::IAM::Policy", {"PolicyDocument": {"Statement": Match.array_with([
-        {"Action": "cloudwatch:PutMetricData", "Effect": "Allow", "Resource": "*",
-         "Condition": {"StringEquals": {"cloudwatch:namespace": "LlmAffinity/vLLM"}}}]), "Version": Match.any_value()}})
-    policy = [p for p in options_synth.resources("FleetDefaults", "AWS::IAM::Policy").values()
-              if "InstanceRole" in json.dumps(p["Properties"]["Roles"])][0]
-    actions = {a for s in policy["Properties"]["PolicyDocument"]["Statement"]
-               for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    t.has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        {
+                            "Action": "cloudwatch:PutMetricData",
+                            "Effect": "Allow",
+                            "Resource": "*",
+                            "Condition": {"StringEquals": {"cloudwatch:namespace": "LlmAffinity/vLLM"}},
+                        }
+                    ]
+                ),
+                "Version": Match.any_value(),
+            }
+        },
+    )
+    policy = [
+        p
+        for p in options_synth.resources("FleetDefaults", "AWS::IAM::Policy").values()
+        if "InstanceRole" in json.dumps(p["Properties"]["Roles"])
+    ][0]
+    actions = {
+        a
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
     assert not any(a.endswith("*") for a in actions), actions
     assert "secretsmanager:GetSecretValue" not in actions
-    logs_stmt = [st for st in policy["Properties"]["PolicyDocument"]["Statement"] if "logs:PutLogEvents" in st["Action"]][0]
-    groups = {r["Fn::GetAtt"][0] if "Fn::GetAtt" in r else r["Fn::Join"][1][0]["Fn::GetAtt"][0] for r in logs_stmt["Resource"]}
+    logs_stmt = [
+        st for st in policy["Properties"]["PolicyDocument"]["Statement"] if "logs:PutLogEvents" in st["Action"]
+    ][0]
+    groups = {
+        r["Fn::GetAtt"][0] if "Fn::GetAtt" in r else r["Fn::Join"][1][0]["Fn::GetAtt"][0] for r in logs_stmt["Resource"]
+    }
     t.resource_count_is("AWS::Logs::LogGroup", 3)  # engine metrics, proxy access log, VPC flow logs
     assert len(groups) == 2 and all(g.startswith("Fleet") for g in groups)
-    t.has_resource_properties("AWS::Logs::LogGroup", {"LogGroupName": Match.string_like_regexp("^/llm-affinity/.+/access$"),
-                                                      "RetentionInDays": 30})
+    t.has_resource_properties(
+        "AWS::Logs::LogGroup",
+        {"LogGroupName": Match.string_like_regexp("^/llm-affinity/.+/access$"), "RetentionInDays": 30},
+    )
 
 
 def test_user_data_runs_vllm_with_prefix_caching(options_synth):
@@ -104,15 +178,27 @@ def test_cloudwatch_agent_scrapes_metrics(options_synth):
     assert p["emf_processor"]["metric_namespace"] == "LlmAffinity/vLLM"
     assert ["Fleet", "InstanceId"] in decl["dimensions"]
     import re
-    for metric in ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total",
-                   "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
+
+    for metric in (
+        "vllm:prefix_cache_hits_total",
+        "vllm:prefix_cache_queries_total",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+    ):
         assert any(re.match(sel, metric) for sel in decl["metric_selectors"]), metric
     assert "emf" in agent["logs"]["metrics_collected"]
     assert "amazon-cloudwatch-agent-ctl -a fetch-config -m ec2" in ud
     # the proxy's JSON access log is shipped, one stream per instance
     files = agent["logs"]["logs_collected"]["files"]["collect_list"]
-    assert files == [{"file_path": "/var/log/llm-affinity/access.log",
-                      "log_group_name": files[0]["log_group_name"], "log_stream_name": "{instance_id}", "timezone": "UTC"}]
+    assert files == [
+        {
+            "file_path": "/var/log/llm-affinity/access.log",
+            "log_group_name": files[0]["log_group_name"],
+            "log_stream_name": "{instance_id}",
+            "timezone": "UTC",
+        }
+    ]
     assert files[0]["log_group_name"].startswith("/llm-affinity/") and files[0]["log_group_name"].endswith("/access")
     # the TTFT exporter (histograms are dropped by the agent) is installed and started
     from llm_affinity.constructs.userdata import exporter_source
@@ -152,19 +238,34 @@ def test_secrets_are_read_on_the_host_and_never_in_user_data(options_synth):
     """API key (internet-facing front): a generated Secrets Manager secret, read at boot by the
     instance role (that one secret only), handed to vLLM through its environment."""
     t = Template.from_json(options_synth.templates["AlbHttps"])
-    t.has_resource_properties("AWS::SecretsManager::Secret", {"GenerateSecretString": Match.object_like({
-        "ExcludePunctuation": True, "PasswordLength": 48})})
+    t.has_resource_properties(
+        "AWS::SecretsManager::Secret",
+        {"GenerateSecretString": Match.object_like({"ExcludePunctuation": True, "PasswordLength": 48})},
+    )
     secret_id = next(iter(options_synth.resources("AlbHttps", "AWS::SecretsManager::Secret")))
     assert '"SecretString"' not in json.dumps(options_synth.resources("AlbHttps", "AWS::SecretsManager::Secret"))
-    policy = [p for p in options_synth.resources("AlbHttps", "AWS::IAM::Policy").values()
-              if "InstanceRole" in json.dumps(p["Properties"]["Roles"])][0]
-    reads = [st for st in policy["Properties"]["PolicyDocument"]["Statement"]
-             if "secretsmanager:GetSecretValue" in st["Action"]]
-    assert reads == [{"Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-                      "Effect": "Allow", "Resource": {"Ref": secret_id}}]
+    policy = [
+        p
+        for p in options_synth.resources("AlbHttps", "AWS::IAM::Policy").values()
+        if "InstanceRole" in json.dumps(p["Properties"]["Roles"])
+    ][0]
+    reads = [
+        st
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]
+        if "secretsmanager:GetSecretValue" in st["Action"]
+    ]
+    assert reads == [
+        {
+            "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+            "Effect": "Allow",
+            "Resource": {"Ref": secret_id},
+        }
+    ]
     ud = user_data(options_synth.one("AlbHttps", "AWS::EC2::LaunchTemplate"))
-    assert ("VLLM_API_KEY=$(aws secretsmanager get-secret-value --secret-id '${Ref}' --query SecretString "
-            "--output text)\nexport VLLM_API_KEY\n") in ud
+    assert (
+        "VLLM_API_KEY=$(aws secretsmanager get-secret-value --secret-id '${Ref}' --query SecretString "
+        "--output text)\nexport VLLM_API_KEY\n"
+    ) in ud
     run = next(line for line in ud.splitlines() if line.startswith("docker run -d --name vllm "))
     assert " -e VLLM_API_KEY " in run and "--api-key" not in ud
     for sid in options_synth.templates:
@@ -175,15 +276,36 @@ def test_secrets_are_read_on_the_host_and_never_in_user_data(options_synth):
 
 def test_custom_options(options_synth):
     t = Template.from_json(options_synth.templates["FleetCustom"])
-    t.has_resource_properties("AWS::EC2::LaunchTemplate", {"LaunchTemplateData": Match.object_like({
-        "InstanceType": "p5.48xlarge", "ImageId": "ami-0123456789abcdef0",
-        "BlockDeviceMappings": [Match.object_like({"Ebs": Match.object_like({"VolumeSize": 500})})]})})
-    t.has_resource_properties("AWS::AutoScaling::AutoScalingGroup", {
-        "MinSize": "2", "MaxSize": "8", "DesiredCapacity": "3", "HealthCheckGracePeriod": 1800})
+    t.has_resource_properties(
+        "AWS::EC2::LaunchTemplate",
+        {
+            "LaunchTemplateData": Match.object_like(
+                {
+                    "InstanceType": "p5.48xlarge",
+                    "ImageId": "ami-0123456789abcdef0",
+                    "BlockDeviceMappings": [Match.object_like({"Ebs": Match.object_like({"VolumeSize": 500})})],
+                }
+            )
+        },
+    )
+    t.has_resource_properties(
+        "AWS::AutoScaling::AutoScalingGroup",
+        {"MinSize": "2", "MaxSize": "8", "DesiredCapacity": "3", "HealthCheckGracePeriod": 1800},
+    )
     t.has_resource_properties("AWS::AutoScaling::LifecycleHook", {"HeartbeatTimeout": 1200})
-    t.has_resource_properties("AWS::AutoScaling::ScalingPolicy", {"TargetTrackingConfiguration": Match.object_like({
-        "TargetValue": 8, "CustomizedMetricSpecification": Match.object_like({
-            "Dimensions": [{"Name": "Fleet", "Value": "custom-fleet"}]})})})
+    t.has_resource_properties(
+        "AWS::AutoScaling::ScalingPolicy",
+        {
+            "TargetTrackingConfiguration": Match.object_like(
+                {
+                    "TargetValue": 8,
+                    "CustomizedMetricSpecification": Match.object_like(
+                        {"Dimensions": [{"Name": "Fleet", "Value": "custom-fleet"}]}
+                    ),
+                }
+            )
+        },
+    )
     ud = user_data(options_synth.one("FleetCustom", "AWS::EC2::LaunchTemplate"))
     run = next(line for line in ud.splitlines() if line.startswith("docker run -d --name vllm "))
     assert "vllm/vllm-openai:v0.10.2" in run and "--max-model-len 32768" in run

@@ -7,9 +7,8 @@ import json
 import pytest
 
 pytest.register_assert_rewrite("conftest_cdk")
-from aws_cdk.assertions import Match, Template
-
-from conftest_cdk import CERT_ARN, flatten, heredoc, lb_attrs, tg_attrs, user_data
+from aws_cdk.assertions import Match, Template  # noqa: E402  (after the assert-rewrite registration)
+from conftest_cdk import CERT_ARN, flatten, heredoc, lb_attrs, tg_attrs, user_data  # noqa: E402
 
 pytest_plugins = ["conftest_cdk"]
 pytestmark = pytest.mark.cdk
@@ -34,23 +33,37 @@ def test_alb_defaults_lb_cookie_http_with_warning(options_synth):
     assert la["access_logs.s3.enabled"] == "true" and la["access_logs.s3.prefix"] == "alb"
     t = Template.from_json(options_synth.templates["AlbHttpDefault"])
     t.has_resource_properties("AWS::ElasticLoadBalancingV2::Listener", {"Port": 80, "Protocol": "HTTP"})
-    t.has_resource_properties("AWS::S3::Bucket", {
-        "BucketEncryption": {"ServerSideEncryptionConfiguration": [
-            {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]},
-        "PublicAccessBlockConfiguration": Match.object_like({"BlockPublicAcls": True, "RestrictPublicBuckets": True})})
+    t.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "BucketEncryption": {
+                "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+            },
+            "PublicAccessBlockConfiguration": Match.object_like(
+                {"BlockPublicAcls": True, "RestrictPublicBuckets": True}
+            ),
+        },
+    )
     assert any("PlainHttpListener" in text for _, text in options_synth.messages["AlbHttpDefault"])
     # the fleet accepts traffic only from the ALB security group, on the proxy port
     ingress = options_synth.resources("AlbHttpDefault", "AWS::EC2::SecurityGroupIngress")
     assert [(r["Properties"]["FromPort"], "SourceSecurityGroupId" in r["Properties"]) for r in ingress.values()] == [
-        (8080, True)]
+        (8080, True)
+    ]
     assert not any(r["Properties"].get("CidrIp") == "0.0.0.0/0" for r in ingress.values())
 
 
 def test_alb_https_options(options_synth):
     t = Template.from_json(options_synth.templates["AlbHttps"])
-    t.has_resource_properties("AWS::ElasticLoadBalancingV2::Listener", {
-        "Port": 443, "Protocol": "HTTPS", "Certificates": [{"CertificateArn": CERT_ARN}],
-        "SslPolicy": Match.string_like_regexp("TLS")})
+    t.has_resource_properties(
+        "AWS::ElasticLoadBalancingV2::Listener",
+        {
+            "Port": 443,
+            "Protocol": "HTTPS",
+            "Certificates": [{"CertificateArn": CERT_ARN}],
+            "SslPolicy": Match.string_like_regexp("TLS"),
+        },
+    )
     lb = options_synth.one("AlbHttps", "AWS::ElasticLoadBalancingV2::LoadBalancer")
     assert lb["Properties"]["Scheme"] == "internet-facing"
     assert lb_attrs(lb)["idle_timeout.timeout_seconds"] == "900"
@@ -58,8 +71,11 @@ def test_alb_https_options(options_synth):
     assert a["stickiness.lb_cookie.duration_seconds"] == "7200"
     assert a["deregistration_delay.timeout_seconds"] == "120"
     assert a["load_balancing.algorithm.type"] == "round_robin"
-    sg = [r for r in options_synth.resources("AlbHttps", "AWS::EC2::SecurityGroup").values()
-          if "inference ALB" in r["Properties"]["GroupDescription"]][0]
+    sg = [
+        r
+        for r in options_synth.resources("AlbHttps", "AWS::EC2::SecurityGroup").values()
+        if "inference ALB" in r["Properties"]["GroupDescription"]
+    ][0]
     assert [r["CidrIp"] for r in sg["Properties"]["SecurityGroupIngress"]] == ["203.0.113.0/24"]
     assert not any("PlainHttpListener" in text for _, text in options_synth.messages["AlbHttps"])
 
@@ -90,10 +106,22 @@ def test_alb_app_cookie_runs_cookie_proxy(options_synth):
 def test_alb_blue_green_weighted_with_group_stickiness(options_synth):
     t = Template.from_json(options_synth.templates["AlbBlueGreen"])
     t.resource_count_is("AWS::ElasticLoadBalancingV2::TargetGroup", 2)
-    t.has_resource_properties("AWS::ElasticLoadBalancingV2::Listener", {"DefaultActions": [Match.object_like({
-        "Type": "forward", "ForwardConfig": {
-            "TargetGroups": [Match.object_like({"Weight": 90}), Match.object_like({"Weight": 10})],
-            "TargetGroupStickinessConfig": {"Enabled": True, "DurationSeconds": 7200}}})]})
+    t.has_resource_properties(
+        "AWS::ElasticLoadBalancingV2::Listener",
+        {
+            "DefaultActions": [
+                Match.object_like(
+                    {
+                        "Type": "forward",
+                        "ForwardConfig": {
+                            "TargetGroups": [Match.object_like({"Weight": 90}), Match.object_like({"Weight": 10})],
+                            "TargetGroupStickinessConfig": {"Enabled": True, "DurationSeconds": 7200},
+                        },
+                    }
+                )
+            ]
+        },
+    )
     for tg in options_synth.resources("AlbBlueGreen", "AWS::ElasticLoadBalancingV2::TargetGroup").values():
         assert tg_attrs(tg)["stickiness.type"] == "lb_cookie"
         assert {"Key": "llm-affinity:role", "Value": "inference"} in tg["Properties"]["Tags"]
@@ -112,15 +140,19 @@ def test_nlb_defaults_source_ip_internal_cross_zone(options_synth):
     assert tg["Properties"]["HealthCheckProtocol"] == "HTTP"
     t = Template.from_json(options_synth.templates["NlbDefault"])
     t.has_resource_properties("AWS::ElasticLoadBalancingV2::Listener", {"Port": 80, "Protocol": "TCP"})
-    t.has_resource_properties("AWS::ElasticLoadBalancingV2::Listener", {"ListenerAttributes": [
-        {"Key": "tcp.idle_timeout.seconds", "Value": "600"}]})
+    t.has_resource_properties(
+        "AWS::ElasticLoadBalancingV2::Listener",
+        {"ListenerAttributes": [{"Key": "tcp.idle_timeout.seconds", "Value": "600"}]},
+    )
     assert not any("InternetFacingSourceIp" in text for _, text in options_synth.messages["NlbDefault"])
 
 
 def test_nlb_tls_without_stickiness(options_synth):
     t = Template.from_json(options_synth.templates["NlbTls"])
-    t.has_resource_properties("AWS::ElasticLoadBalancingV2::Listener", {
-        "Port": 443, "Protocol": "TLS", "Certificates": [{"CertificateArn": CERT_ARN}]})
+    t.has_resource_properties(
+        "AWS::ElasticLoadBalancingV2::Listener",
+        {"Port": 443, "Protocol": "TLS", "Certificates": [{"CertificateArn": CERT_ARN}]},
+    )
     a = tg_attrs(options_synth.one("NlbTls", "AWS::ElasticLoadBalancingV2::TargetGroup"))
     assert "stickiness.enabled" not in a or a["stickiness.enabled"] == "false"
 
@@ -134,8 +166,11 @@ def test_nlb_internet_facing_tls_keeps_stickiness_and_warns(options_synth):
     assert tg["Properties"]["Protocol"] == "TCP" and tg_attrs(tg)["stickiness.type"] == "source_ip"
     t.resource_count_is("AWS::SecretsManager::Secret", 1)  # internet-facing: API key on by default
     assert any("InternetFacingSourceIp" in text for _, text in options_synth.messages["NlbPublic"])
-    sg = [r for r in options_synth.resources("NlbPublic", "AWS::EC2::SecurityGroup").values()
-          if "inference NLB" in r["Properties"]["GroupDescription"]][0]
+    sg = [
+        r
+        for r in options_synth.resources("NlbPublic", "AWS::EC2::SecurityGroup").values()
+        if "inference NLB" in r["Properties"]["GroupDescription"]
+    ][0]
     assert [r["CidrIp"] for r in sg["Properties"]["SecurityGroupIngress"]] == ["198.51.100.0/24"]
     assert json.dumps(sg).count("0.0.0.0/0") == 0
 
@@ -146,8 +181,11 @@ def test_alb_public_insecure_only_when_said_and_with_api_key(options_synth):
     lb = options_synth.one("AlbPublicInsecure", "AWS::ElasticLoadBalancingV2::LoadBalancer")
     assert lb["Properties"]["Scheme"] == "internet-facing"
     assert any("PlainHttpListener" in text for _, text in options_synth.messages["AlbPublicInsecure"])
-    sg = [r for r in options_synth.resources("AlbPublicInsecure", "AWS::EC2::SecurityGroup").values()
-          if "inference ALB" in r["Properties"]["GroupDescription"]][0]
+    sg = [
+        r
+        for r in options_synth.resources("AlbPublicInsecure", "AWS::EC2::SecurityGroup").values()
+        if "inference ALB" in r["Properties"]["GroupDescription"]
+    ][0]
     assert [(r["CidrIp"], r["FromPort"]) for r in sg["Properties"]["SecurityGroupIngress"]] == [("0.0.0.0/0", 80)]
     Template.from_json(options_synth.templates["AlbPublicInsecure"]).resource_count_is("AWS::SecretsManager::Secret", 1)
     ud = user_data(options_synth.one("AlbPublicInsecure", "AWS::EC2::LaunchTemplate"))

@@ -11,18 +11,40 @@ pytestmark = pytest.mark.cdk
 
 def test_jwt_gateway_with_sessions_streaming_and_target(options_synth):
     t = Template.from_json(options_synth.templates["GatewayJwt"])
-    t.has_resource_properties("AWS::BedrockAgentCore::Gateway", {
-        "Name": "tools-gw", "AuthorizerType": "CUSTOM_JWT", "ProtocolType": "MCP",
-        "AuthorizerConfiguration": {"CustomJWTAuthorizer": {
-            "DiscoveryUrl": Match.string_like_regexp(r"/\.well-known/openid-configuration$"),
-            "AllowedClients": ["client-1"]}},
-        "ProtocolConfiguration": {"Mcp": Match.object_like({
-            "SessionConfiguration": {"SessionTimeoutInSeconds": 28800},
-            "StreamingConfiguration": {"EnableResponseStreaming": True}})}})
-    t.has_resource_properties("AWS::BedrockAgentCore::GatewayTarget", {
-        "Name": "search", "TargetConfiguration": {"Mcp": {"McpServer": {"Endpoint": "https://mcp.example.com/mcp"}}}})
-    t.has_resource_properties("AWS::IAM::Role", {"AssumeRolePolicyDocument": Match.object_like({
-        "Statement": [Match.object_like({"Principal": {"Service": "bedrock-agentcore.amazonaws.com"}})]})})
+    t.has_resource_properties(
+        "AWS::BedrockAgentCore::Gateway",
+        {
+            "Name": "tools-gw",
+            "AuthorizerType": "CUSTOM_JWT",
+            "ProtocolType": "MCP",
+            "AuthorizerConfiguration": {
+                "CustomJWTAuthorizer": {
+                    "DiscoveryUrl": Match.string_like_regexp(r"/\.well-known/openid-configuration$"),
+                    "AllowedClients": ["client-1"],
+                }
+            },
+            "ProtocolConfiguration": {
+                "Mcp": Match.object_like(
+                    {
+                        "SessionConfiguration": {"SessionTimeoutInSeconds": 28800},
+                        "StreamingConfiguration": {"EnableResponseStreaming": True},
+                    }
+                )
+            },
+        },
+    )
+    t.has_resource_properties(
+        "AWS::BedrockAgentCore::GatewayTarget",
+        {"Name": "search", "TargetConfiguration": {"Mcp": {"McpServer": {"Endpoint": "https://mcp.example.com/mcp"}}}},
+    )
+    t.has_resource_properties(
+        "AWS::IAM::Role",
+        {
+            "AssumeRolePolicyDocument": Match.object_like(
+                {"Statement": [Match.object_like({"Principal": {"Service": "bedrock-agentcore.amazonaws.com"}})]}
+            )
+        },
+    )
 
 
 def test_gateway_layer_has_no_load_balancer_or_fleet(options_synth):

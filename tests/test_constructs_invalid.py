@@ -14,8 +14,8 @@ pytestmark = pytest.mark.cdk
 @pytest.fixture(scope="module")
 def scope():
     import aws_cdk as cdk
-
     from conftest_cdk import AZ_CONTEXT, new_stack
+
     from llm_affinity.stacks.network import inference_vpc
 
     app = cdk.App(context=AZ_CONTEXT)
@@ -74,17 +74,22 @@ def test_cookie_name_the_proxy_cannot_read(scope):
     from llm_affinity.constructs import AlbStickiness, StickyAlbFront
 
     fleet = _fleet(scope)
-    _raises(lambda: StickyAlbFront(scope[0], _id("Front"), fleet=fleet,
-                                   stickiness=AlbStickiness.app_cookie("my-session")),
-            "cookie_name='my-session'", "^[A-Za-z0-9_]{1,64}$")
+    _raises(
+        lambda: StickyAlbFront(scope[0], _id("Front"), fleet=fleet, stickiness=AlbStickiness.app_cookie("my-session")),
+        "cookie_name='my-session'",
+        "^[A-Za-z0-9_]{1,64}$",
+    )
 
 
 def test_alb_cross_zone_off(scope):
     from llm_affinity.constructs import StickyAlbFront
 
     fleet = _fleet(scope)
-    _raises(lambda: StickyAlbFront(scope[0], _id("Front"), fleet=fleet, cross_zone_enabled=False),
-            "cross_zone_enabled=False", "allowed: True")
+    _raises(
+        lambda: StickyAlbFront(scope[0], _id("Front"), fleet=fleet, cross_zone_enabled=False),
+        "cross_zone_enabled=False",
+        "allowed: True",
+    )
 
 
 def test_alb_weighted_random(scope):
@@ -93,17 +98,24 @@ def test_alb_weighted_random(scope):
     from llm_affinity.constructs import StickyAlbFront
 
     fleet = _fleet(scope)
-    _raises(lambda: StickyAlbFront(scope[0], _id("Front"), fleet=fleet,
-                                   algorithm=elbv2.TargetGroupLoadBalancingAlgorithmType.WEIGHTED_RANDOM),
-            "algorithm='weighted_random'", "least_outstanding_requests")
+    _raises(
+        lambda: StickyAlbFront(
+            scope[0], _id("Front"), fleet=fleet, algorithm=elbv2.TargetGroupLoadBalancingAlgorithmType.WEIGHTED_RANDOM
+        ),
+        "algorithm='weighted_random'",
+        "least_outstanding_requests",
+    )
 
 
-@pytest.mark.parametrize("prop,value,frag", [
-    ("idle_timeout", 60, "idle_timeout=60s"),
-    ("idle_timeout", 4001, "idle_timeout=4001s"),
-    ("deregistration_delay", 30, "deregistration_delay=30s"),
-    ("deregistration_delay", 3601, "deregistration_delay=3601s"),
-])
+@pytest.mark.parametrize(
+    "prop,value,frag",
+    [
+        ("idle_timeout", 60, "idle_timeout=60s"),
+        ("idle_timeout", 4001, "idle_timeout=4001s"),
+        ("deregistration_delay", 30, "deregistration_delay=30s"),
+        ("deregistration_delay", 3601, "deregistration_delay=3601s"),
+    ],
+)
 def test_alb_timeouts(scope, prop, value, frag):
     from aws_cdk import Duration
 
@@ -118,9 +130,13 @@ def test_alb_app_cookie_with_weighted_groups(scope):
     from llm_affinity.constructs import AlbStickiness, StickyAlbFront
 
     blue, green = _fleet(scope), _fleet(scope)
-    _raises(lambda: StickyAlbFront(scope[0], _id("Front"), fleet=blue, green_fleet=green,
-                                   stickiness=AlbStickiness.app_cookie("sess")),
-            "stickiness='app_cookie'", "weighted target groups")
+    _raises(
+        lambda: StickyAlbFront(
+            scope[0], _id("Front"), fleet=blue, green_fleet=green, stickiness=AlbStickiness.app_cookie("sess")
+        ),
+        "stickiness='app_cookie'",
+        "weighted target groups",
+    )
 
 
 def test_alb_group_stickiness_and_weights(scope):
@@ -129,31 +145,41 @@ def test_alb_group_stickiness_and_weights(scope):
     from llm_affinity.constructs import StickyAlbFront
 
     blue, green = _fleet(scope), _fleet(scope)
-    _raises(lambda: StickyAlbFront(scope[0], _id("Front"), fleet=blue, green_fleet=green,
-                                   group_stickiness=Duration.days(8)), "group_stickiness=691200s", "1-604800s")
-    _raises(lambda: StickyAlbFront(scope[0], _id("Front"), fleet=blue, green_fleet=green, green_weight=1000),
-            "green_weight=1000", "0-999")
+    _raises(
+        lambda: StickyAlbFront(
+            scope[0], _id("Front"), fleet=blue, green_fleet=green, group_stickiness=Duration.days(8)
+        ),
+        "group_stickiness=691200s",
+        "1-604800s",
+    )
+    _raises(
+        lambda: StickyAlbFront(scope[0], _id("Front"), fleet=blue, green_fleet=green, green_weight=1000),
+        "green_weight=1000",
+        "0-999",
+    )
 
 
 def test_nlb_tls_termination_keeps_stickiness(scope):
     """AWS restricts only a TLS listener with a TLS target group (NLB001); the construct forwards
     TLS-terminated traffic to a TCP target group, so stickiness is allowed."""
     from aws_cdk import aws_certificatemanager as acm
-
     from conftest_cdk import CERT_ARN
+
     from llm_affinity.constructs import StickyNlbFront
 
     fleet = _fleet(scope)
     cert = acm.Certificate.from_certificate_arn(scope[0], _id("Cert"), CERT_ARN)
     front = StickyNlbFront(scope[0], _id("Nlb"), fleet=fleet, protocol="TLS", certificate=cert)
     assert front.target_group.node.default_child.protocol == "TCP"
-    _raises(lambda: StickyNlbFront(scope[0], _id("Nlb"), fleet=_fleet(scope), protocol="TLS"),
-            "certificate=None", "protocol='TLS'")
+    _raises(
+        lambda: StickyNlbFront(scope[0], _id("Nlb"), fleet=_fleet(scope), protocol="TLS"),
+        "certificate=None",
+        "protocol='TLS'",
+    )
 
 
 def _cert(scope):
     from aws_cdk import aws_certificatemanager as acm
-
     from conftest_cdk import CERT_ARN
 
     return acm.Certificate.from_certificate_arn(scope[0], _id("Cert"), CERT_ARN)
@@ -163,8 +189,11 @@ def test_internet_facing_without_tls_needs_explicit_consent(scope):
     from llm_affinity.constructs import StickyAlbFront, StickyNlbFront
 
     for cls in (StickyAlbFront, StickyNlbFront):
-        msg = _raises(lambda: cls(scope[0], _id("F"), fleet=_fleet(scope), internet_facing=True),
-                      "internet_facing=True without a certificate is not allowed", "allow_insecure_http=True")
+        msg = _raises(
+            lambda cls=cls: cls(scope[0], _id("F"), fleet=_fleet(scope), internet_facing=True),
+            "internet_facing=True without a certificate is not allowed",
+            "allow_insecure_http=True",
+        )
         assert msg.startswith(cls.__name__ + ":")
         front = cls(scope[0], _id("F"), fleet=_fleet(scope), internet_facing=True, allow_insecure_http=True)
         assert front.fleet.api_key_secret is not None  # internet-facing: API key on by default
@@ -175,11 +204,23 @@ def test_open_to_the_world_without_api_key_needs_explicit_consent(scope):
 
     for cls in (StickyAlbFront, StickyNlbFront):
         for cidr in ("0.0.0.0/0", "::/0"):
-            _raises(lambda: cls(scope[0], _id("F"), fleet=_fleet(scope), allowed_cidrs=[cidr], api_key=False),
-                    f"allowed_cidrs contains {cidr}", "api_key=False", "allow_public_without_api_key=True")
+            _raises(
+                lambda cls=cls, cidr=cidr: cls(
+                    scope[0], _id("F"), fleet=_fleet(scope), allowed_cidrs=[cidr], api_key=False
+                ),
+                f"allowed_cidrs contains {cidr}",
+                "api_key=False",
+                "allow_public_without_api_key=True",
+            )
         fleet = _fleet(scope)
-        cls(scope[0], _id("F"), fleet=fleet, allowed_cidrs=["0.0.0.0/0"], api_key=False,
-            allow_public_without_api_key=True)
+        cls(
+            scope[0],
+            _id("F"),
+            fleet=fleet,
+            allowed_cidrs=["0.0.0.0/0"],
+            api_key=False,
+            allow_public_without_api_key=True,
+        )
         assert fleet.api_key_secret is None
         for cidr in ("0.0.0.0/0", "::/0"):
             fleet = _fleet(scope)
@@ -202,7 +243,9 @@ def test_api_key_given_as_secret_and_conflicts(scope):
     assert fleet.api_key_secret is secret
     other = sm.Secret.from_secret_complete_arn(scope[0], _id("S"), arn.replace("vllm-key", "other-key"))
     _raises(lambda: fleet.enable_api_key(other), "api_key_secret conflicts")
-    bad = sm.Secret.from_secret_complete_arn(scope[0], _id("S"), "arn:aws:secretsmanager:us-east-1:123456789012:secret:x';reboot;'-AbCdEf")
+    bad = sm.Secret.from_secret_complete_arn(
+        scope[0], _id("S"), "arn:aws:secretsmanager:us-east-1:123456789012:secret:x';reboot;'-AbCdEf"
+    )
     _raises(lambda: _fleet(scope, api_key_secret=bad), "api_key_secret=", "arn:aws")
 
 
@@ -210,8 +253,9 @@ def test_nlb_cross_zone_off_and_protocol(scope):
     from llm_affinity.constructs import StickyNlbFront
 
     fleet = _fleet(scope)
-    _raises(lambda: StickyNlbFront(scope[0], _id("Nlb"), fleet=fleet, cross_zone_enabled=False),
-            "cross_zone_enabled=False")
+    _raises(
+        lambda: StickyNlbFront(scope[0], _id("Nlb"), fleet=fleet, cross_zone_enabled=False), "cross_zone_enabled=False"
+    )
     _raises(lambda: StickyNlbFront(scope[0], _id("Nlb"), fleet=fleet, protocol="UDP"), "protocol='UDP'")
 
 
@@ -229,54 +273,74 @@ def test_gateway_timeout_out_of_range(scope, seconds):
 
     from llm_affinity.constructs import McpGatewayLayer
 
-    _raises(lambda: McpGatewayLayer(scope[0], _id("Gw"), session_timeout=Duration.seconds(seconds)),
-            f"session_timeout={seconds}s", "900-28800s")
+    _raises(
+        lambda: McpGatewayLayer(scope[0], _id("Gw"), session_timeout=Duration.seconds(seconds)),
+        f"session_timeout={seconds}s",
+        "900-28800s",
+    )
 
 
 def test_gateway_sessions_without_authorizer(scope):
     from llm_affinity.constructs import GatewayAuthorizer, McpGatewayLayer
 
-    _raises(lambda: McpGatewayLayer(scope[0], _id("Gw"), authorizer=GatewayAuthorizer.none()),
-            "authorizer='NONE'", "AWS_IAM or CUSTOM_JWT")
+    _raises(
+        lambda: McpGatewayLayer(scope[0], _id("Gw"), authorizer=GatewayAuthorizer.none()),
+        "authorizer='NONE'",
+        "AWS_IAM or CUSTOM_JWT",
+    )
 
 
 def test_gateway_jwt_and_name(scope):
     from llm_affinity.constructs import GatewayAuthorizer, McpGatewayLayer
 
-    _raises(lambda: GatewayAuthorizer.custom_jwt("https://idp.example.com/", allowed_clients=["c"]),
-            "discovery_url=", "openid-configuration")
-    for url in ("http://idp.example.com/.well-known/openid-configuration",
-                "HTTP://idp.example.com/.well-known/openid-configuration",
-                "https://idp.example.com/a b/.well-known/openid-configuration"):
-        _raises(lambda: GatewayAuthorizer.custom_jwt(url, allowed_clients=["c"]), f"discovery_url={url!r}", "https://")
-    _raises(lambda: GatewayAuthorizer.custom_jwt("https://idp.example.com/.well-known/openid-configuration"),
-            "allowed_audience=()")
+    _raises(
+        lambda: GatewayAuthorizer.custom_jwt("https://idp.example.com/", allowed_clients=["c"]),
+        "discovery_url=",
+        "openid-configuration",
+    )
+    for url in (
+        "http://idp.example.com/.well-known/openid-configuration",
+        "HTTP://idp.example.com/.well-known/openid-configuration",
+        "https://idp.example.com/a b/.well-known/openid-configuration",
+    ):
+        _raises(
+            lambda url=url: GatewayAuthorizer.custom_jwt(url, allowed_clients=["c"]),
+            f"discovery_url={url!r}",
+            "https://",
+        )
+    _raises(
+        lambda: GatewayAuthorizer.custom_jwt("https://idp.example.com/.well-known/openid-configuration"),
+        "allowed_audience=()",
+    )
     _raises(lambda: McpGatewayLayer(scope[0], _id("Gw"), gateway_name="bad_name!"), "gateway_name='bad_name!'")
 
 
-@pytest.mark.parametrize("kw,frag", [
-    ({"instance_type": "m5.xlarge"}, "instance_type='m5.xlarge'"),
-    ({"root_volume_gib": 50}, "root_volume_gib=50 is not allowed; allowed: an integer 100-16384"),
-    ({"min_capacity": 3, "max_capacity": 2}, "max_capacity=2"),
-    ({"desired_capacity": 9}, "desired_capacity=9"),
-    ({"vllm_args": ["--no-enable-prefix-caching"]}, "vllm_args='--no-enable-prefix-caching'"),
-    ({"vllm_image": "vllm/vllm-openai"}, "vllm_image='vllm/vllm-openai'"),
-    ({"fleet_name": "a b"}, "fleet_name='a b'"),
-    ({"fleet_name": "x --url http://evil"}, "fleet_name='x --url http://evil'"),
-    ({"fleet_name": "f\nExecStartPre=/bin/sh"}, "fleet_name='f\\nExecStartPre=/bin/sh'"),
-    ({"fleet_name": "-leading"}, "fleet_name='-leading'"),
-    ({"fleet_name": "x" * 65}, "fleet_name="),
-    ({"model_id": "org/model;reboot"}, "model_id='org/model;reboot'"),
-    ({"model_id": "$(id)"}, "model_id='$(id)'"),
-    ({"vllm_image": "vllm/vllm-openai:v1 --privileged"}, "vllm_image="),
-    ({"vllm_args": ["--chat-template", "$(curl evil)"]}, "vllm_args='$(curl evil)'"),
-    ({"vllm_args": ["--api-key", "secret"]}, "vllm_args='--api-key'"),
-    ({"vllm_args": ["--api-key=secret"]}, "vllm_args='--api-key=secret'"),
-    ({"session_header": "X-Session Id"}, "session_header='X-Session Id'"),
-    ({"session_query": "a-b"}, "session_query='a-b'"),
-    ({"min_capacity": 1.5}, "min_capacity=1.5"),
-    ({"max_capacity": 0}, "max_capacity=0"),
-])
+@pytest.mark.parametrize(
+    "kw,frag",
+    [
+        ({"instance_type": "m5.xlarge"}, "instance_type='m5.xlarge'"),
+        ({"root_volume_gib": 50}, "root_volume_gib=50 is not allowed; allowed: an integer 100-16384"),
+        ({"min_capacity": 3, "max_capacity": 2}, "max_capacity=2"),
+        ({"desired_capacity": 9}, "desired_capacity=9"),
+        ({"vllm_args": ["--no-enable-prefix-caching"]}, "vllm_args='--no-enable-prefix-caching'"),
+        ({"vllm_image": "vllm/vllm-openai"}, "vllm_image='vllm/vllm-openai'"),
+        ({"fleet_name": "a b"}, "fleet_name='a b'"),
+        ({"fleet_name": "x --url http://evil"}, "fleet_name='x --url http://evil'"),
+        ({"fleet_name": "f\nExecStartPre=/bin/sh"}, "fleet_name='f\\nExecStartPre=/bin/sh'"),
+        ({"fleet_name": "-leading"}, "fleet_name='-leading'"),
+        ({"fleet_name": "x" * 65}, "fleet_name="),
+        ({"model_id": "org/model;reboot"}, "model_id='org/model;reboot'"),
+        ({"model_id": "$(id)"}, "model_id='$(id)'"),
+        ({"vllm_image": "vllm/vllm-openai:v1 --privileged"}, "vllm_image="),
+        ({"vllm_args": ["--chat-template", "$(curl evil)"]}, "vllm_args='$(curl evil)'"),
+        ({"vllm_args": ["--api-key", "secret"]}, "vllm_args='--api-key'"),
+        ({"vllm_args": ["--api-key=secret"]}, "vllm_args='--api-key=secret'"),
+        ({"session_header": "X-Session Id"}, "session_header='X-Session Id'"),
+        ({"session_query": "a-b"}, "session_query='a-b'"),
+        ({"min_capacity": 1.5}, "min_capacity=1.5"),
+        ({"max_capacity": 0}, "max_capacity=0"),
+    ],
+)
 def test_fleet_invalid(scope, kw, frag):
     msg = _raises(lambda: _fleet(scope, **kw), frag, "allowed")
     assert msg.startswith("VllmFleet: ")
@@ -284,8 +348,10 @@ def test_fleet_invalid(scope, kw, frag):
         assert re.search(r"matching \^.+\$ \(", msg)
 
 
-@pytest.mark.parametrize("instance_type", ["g6.xlarge", "gr6.4xlarge", "p5.48xlarge", "inf2.xlarge",
-                                           "trn1.2xlarge", "dl1.24xlarge", "dl2q.24xlarge"])
+@pytest.mark.parametrize(
+    "instance_type",
+    ["g6.xlarge", "gr6.4xlarge", "p5.48xlarge", "inf2.xlarge", "trn1.2xlarge", "dl1.24xlarge", "dl2q.24xlarge"],
+)
 def test_fleet_accepts_every_family_the_linter_counts(scope, instance_type):
     from llm_affinity.common.definitions import is_accelerated_instance_type
 
@@ -301,10 +367,13 @@ def test_user_data_strings_must_be_literals(scope):
     _raises(lambda: _fleet(scope, model_id=p.value_as_string), "deploy-time value", "model_id=")
 
 
-@pytest.mark.parametrize("kw,frag", [
-    ({"health_check_grace": 120}, "health_check_grace=120s"),
-    ({"drain_timeout": 7201}, "drain_timeout=7201s"),
-])
+@pytest.mark.parametrize(
+    "kw,frag",
+    [
+        ({"health_check_grace": 120}, "health_check_grace=120s"),
+        ({"drain_timeout": 7201}, "drain_timeout=7201s"),
+    ],
+)
 def test_fleet_durations(scope, kw, frag):
     from aws_cdk import Duration
 
@@ -339,17 +408,21 @@ def test_numeric_tokens_are_not_judged(scope):
     def num():
         return CfnParameter(scope[0], _id("N"), type="Number").value_as_number
 
-    fleet = _fleet(scope, min_capacity=num(), max_capacity=num(), desired_capacity=num(), root_volume_gib=num(),
-                   queue_target=num())
+    fleet = _fleet(
+        scope, min_capacity=num(), max_capacity=num(), desired_capacity=num(), root_volume_gib=num(), queue_target=num()
+    )
     StickyNlbFront(scope[0], _id("Nlb"), fleet=fleet, port=num())
     blue, green = _fleet(scope), _fleet(scope)
     StickyAlbFront(scope[0], _id("Alb"), fleet=blue, green_fleet=green, blue_weight=num(), green_weight=num())
-    AffinityDashboard(scope[0], _id("D"), fleet=fleet, hit_rate_floor=num(), hot_replica_ratio=num(),
-                      queue_depth_ceiling=num())
+    AffinityDashboard(
+        scope[0], _id("D"), fleet=fleet, hit_rate_floor=num(), hot_replica_ratio=num(), queue_depth_ceiling=num()
+    )
     # resolved numbers are still judged
     _raises(lambda: StickyNlbFront(scope[0], _id("Nlb"), fleet=_fleet(scope), port=70000), "port=70000", "1-65535")
-    _raises(lambda: StickyAlbFront(scope[0], _id("Alb"), fleet=_fleet(scope), green_fleet=_fleet(scope),
-                                   blue_weight=True), "blue_weight=True")
+    _raises(
+        lambda: StickyAlbFront(scope[0], _id("Alb"), fleet=_fleet(scope), green_fleet=_fleet(scope), blue_weight=True),
+        "blue_weight=True",
+    )
 
 
 def test_suppress_requires_reason_and_rule_id(scope):

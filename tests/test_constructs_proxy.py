@@ -69,12 +69,17 @@ class _Nginx:
         for d in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (work / d).mkdir()
         path = work / "nginx.conf"
-        path.write_text(f"pid {work / 'nginx.pid'};\nerror_log {work / 'error.log'};\n"
-                        + conf.replace("http {\n", "http {\n" + temp, 1))
+        path.write_text(
+            f"pid {work / 'nginx.pid'};\nerror_log {work / 'error.log'};\n"
+            + conf.replace("http {\n", "http {\n" + temp, 1)
+        )
         check = subprocess.run([NGINX, "-t", "-p", str(work), "-c", str(path)], capture_output=True, text=True)
         assert check.returncode == 0, check.stderr
-        self.proc = subprocess.Popen([NGINX, "-p", str(work), "-c", str(path), "-g", "daemon off;"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [NGINX, "-p", str(work), "-c", str(path), "-g", "daemon off;"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.port = spec.listen_port
         self.base = f"http://127.0.0.1:{self.port}"
         for _ in range(100):
@@ -182,11 +187,28 @@ def test_malformed_session_header_is_refused_without_cookie(proxy, value):
     assert r.headers["x-served-by"] == "i-0abc"
 
 
-@pytest.mark.parametrize("header", [b"abc|x; Domain=evil", b"abc|", b"|abc", b"abc\"x", b"abc\\x", b"abc\t",
-                                    b"abc\x0b", b"abc\x00", b"abc\n evil", b"abc\r\n evil"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"abc|x; Domain=evil",
+        b"abc|",
+        b"|abc",
+        b'abc"x',
+        b"abc\\x",
+        b"abc\t",
+        b"abc\x0b",
+        b"abc\x00",
+        b"abc\n evil",
+        b"abc\r\n evil",
+    ],
+)
 def test_injection_attempts_are_refused(proxy, header):
-    resp = _raw(proxy.port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\nX-Session-Id: "
-                + header + b"\r\nCookie: llm_session=good-1\r\n\r\n")
+    resp = _raw(
+        proxy.port,
+        b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\nX-Session-Id: "
+        + header
+        + b"\r\nCookie: llm_session=good-1\r\n\r\n",
+    )
     head = resp.split(b"\r\n\r\n", 1)[0].decode("latin-1")
     assert head.startswith("HTTP/1.1 400"), head
     assert "set-cookie" not in head.lower()  # not even re-set from the valid cookie
@@ -198,8 +220,10 @@ def test_a_bare_newline_ends_the_header_line(proxy):
     (a newline can never be part of a header value it passes on; the pattern is anchored with
     \\z anyway, see test_constructs_exporter). The cookie carries exactly `abc`, nothing after."""
     for ending in (b"\n", b"\r\n"):
-        resp = _raw(proxy.port, b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\nX-Session-Id: abc"
-                    + ending + b"\r\n")
+        resp = _raw(
+            proxy.port,
+            b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\nX-Session-Id: abc" + ending + b"\r\n",
+        )
         head = resp.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
         assert head[0] == "HTTP/1.1 200 OK"
         assert [h for h in head if h.lower().startswith("set-cookie")] == ["Set-Cookie: llm_session=abc" + ATTRS]
@@ -252,10 +276,28 @@ def test_access_log_is_json_with_the_session(plain_proxy):
     httpx.get(plain_proxy.base + "/nope")
     lines = plain_proxy.lines()[before:]
     assert [(x["session"], x["session_source"]) for x in lines] == [
-        ("h-1", "header"), ("q-1", "query"), (None, None), (None, None), (None, None), (None, None), (None, None)]
+        ("h-1", "header"),
+        ("q-1", "query"),
+        (None, None),
+        (None, None),
+        (None, None),
+        (None, None),
+        (None, None),
+    ]
     first = lines[0]
-    assert set(first) == {"time", "ts", "instance", "session", "session_source", "method", "path", "status",
-                          "request_time", "upstream_response_time", "bytes_sent"}
+    assert set(first) == {
+        "time",
+        "ts",
+        "instance",
+        "session",
+        "session_source",
+        "method",
+        "path",
+        "status",
+        "request_time",
+        "upstream_response_time",
+        "bytes_sent",
+    }
     assert first["instance"] == "i-0plain" and first["method"] == "GET" and first["path"] == "/v1/models"
     assert first["status"] == 200 and isinstance(first["request_time"], float)
     assert isinstance(first["upstream_response_time"], float)
@@ -272,7 +314,9 @@ def test_access_log_session_from_cookie(proxy):
     httpx.get(proxy.base + "/v1/models", headers={"X-Session-Id": "bad;"})
     lines = proxy.lines()[before:]
     assert [(x["session"], x["session_source"], x["status"]) for x in lines] == [
-        ("ck-1", "cookie", 200), (None, None, 400)]
+        ("ck-1", "cookie", 200),
+        (None, None, 400),
+    ]
 
 
 def test_streams_unbuffered(proxy):

@@ -56,7 +56,10 @@ def test_cli_on_corpus_json(tmp_path: Path):
     env.pop("LLM_AFFINITY_DEBUG", None)
     proc = subprocess.run(
         [sys.executable, "-m", "llm_affinity", "lint", str(CORPUS), "--format", "json", "--output", str(out)],
-        capture_output=True, text=True, timeout=120, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert proc.returncode in (0, 1), f"exit {proc.returncode}; stderr:\n{proc.stderr}"
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
@@ -89,15 +92,18 @@ def test_project_folder_with_files_that_are_not_templates(tmp_path: Path):
     every template was read. A file the scan merely found, that does not parse and shows no
     sign of being a template, should not be an input error; a broken file that does look like
     a template (AWSTemplateFormatVersion / Resources) must still be reported."""
-    (tmp_path / "stack.yaml").write_text(
-        "Resources:\n  Topic:\n    Type: AWS::SNS::Topic\n", encoding="utf-8")
+    (tmp_path / "stack.yaml").write_text("Resources:\n  Topic:\n    Type: AWS::SNS::Topic\n", encoding="utf-8")
     (tmp_path / "tsconfig.json").write_text(
-        '{\n  // Visit https://aka.ms/tsconfig to read more\n  "compilerOptions": {"strict": true,},\n}\n', encoding="utf-8")
+        '{\n  // Visit https://aka.ms/tsconfig to read more\n  "compilerOptions": {"strict": true,},\n}\n',
+        encoding="utf-8",
+    )
     chart = tmp_path / "charts" / "vllm" / "templates"
     chart.mkdir(parents=True)
     (chart / "service.yaml").write_text(
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Release.Name }}\n  labels:\n"
-        "    {{- include \"vllm.labels\" . | nindent 4 }}\n", encoding="utf-8")
+        '    {{- include "vllm.labels" . | nindent 4 }}\n',
+        encoding="utf-8",
+    )
     workflows = tmp_path / ".github" / "workflows"
     workflows.mkdir(parents=True)
     (workflows / "ci.yml").write_text("on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n", encoding="utf-8")

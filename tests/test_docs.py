@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, isolated_env, run_cli
 
 #: The developers' guidance folder beside the checkout, spelled so this file does not match itself.
@@ -45,7 +44,8 @@ def test_rules_md_equals_the_registry():
     current = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
     assert current == proc.stdout, (
         "docs/rules.md is out of date with the rule registry; regenerate it with\n"
-        "    .venv/bin/llm-affinity rules --format markdown > docs/rules.md")
+        "    .venv/bin/llm-affinity rules --format markdown > docs/rules.md"
+    )
 
 
 def test_rules_md_lists_every_rule_with_its_metadata():
@@ -122,8 +122,11 @@ def _snippets() -> list[Snippet]:
         for match in FENCE.finditer(text):
             before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
             reason = NOT_RUN.search(before)
-            out.append(Snippet(doc, text.count("\n", 0, match.start()) + 1, match.group(1),
-                               reason.group(1) if reason else None))
+            out.append(
+                Snippet(
+                    doc, text.count("\n", 0, match.start()) + 1, match.group(1), reason.group(1) if reason else None
+                )
+            )
     return out
 
 
@@ -140,8 +143,9 @@ def test_snippets_found_and_few_marked_not_run():
 
 
 def _needs_cdk(snippet: Snippet) -> bool:
-    return bool(re.search(r"^\s*(from|import)\s+(aws_cdk|llm_affinity\.constructs|llm_affinity\.stacks)",
-                          snippet.code, re.M))
+    return bool(
+        re.search(r"^\s*(from|import)\s+(aws_cdk|llm_affinity\.constructs|llm_affinity\.stacks)", snippet.code, re.M)
+    )
 
 
 def _marks(snippet: Snippet) -> list:
@@ -156,6 +160,7 @@ def test_snippet_runs(snippet: Snippet, tmp_path: Path):
     script = tmp_path / "snippet.py"
     script.write_text(snippet.code, encoding="utf-8")
     env = isolated_env(PYTHONPATH=str(ROOT), CDK_OUTDIR=str(tmp_path / "cdk.out"), NO_COLOR="1")
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=SNIPPET_TIMEOUT)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=SNIPPET_TIMEOUT
+    )
     assert proc.returncode == 0, f"{snippet.name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"

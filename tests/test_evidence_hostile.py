@@ -9,15 +9,20 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import isolated_env
 
 DEVICE = "/dev/zero"
 
 
 def _cli(*args: str, cwd) -> tuple[int, list[str]]:
-    proc = subprocess.run([sys.executable, "-m", "llm_affinity", *args], cwd=cwd, env=isolated_env(),
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "llm_affinity", *args],
+        cwd=cwd,
+        env=isolated_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return proc.returncode, [line for line in proc.stderr.splitlines() if line.strip()]
 
 
@@ -32,19 +37,32 @@ def hostile(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("args, message", [
-    (("sli", "pipe"), "llm-affinity: error: pipe: not a regular file (a FIFO)"),
-    (("sli", DEVICE), f"llm-affinity: error: {DEVICE}: not a regular file (a character device)"),
-    (("sli", "dangling"), "llm-affinity: error: dangling: broken symlink: its target does not exist"),
-    (("sli", "--alb-logs", "pipe", "--session-query", "s"), "llm-affinity: error: pipe: not a regular file (a FIFO)"),
-    (("sli", "--alb-logs", "logs", "--session-query", "s"),
-     "llm-affinity: error: logs: skipped logs/stuck.log: not a regular file (a FIFO)"),
-    (("simulate", "--workload", "pipe"), "llm-affinity: workload pipe: not a regular file (a FIFO)"),
-    (("simulate", "--workload", DEVICE), f"llm-affinity: workload {DEVICE}: not a regular file (a character device)"),
-    (("recommend", "--workload", "bomb.yaml"),
-     "llm-affinity: workload bomb.yaml: YAML aliases (*name) are not allowed in a workload file"),
-    (("simulate", "--calibrate", "pipe"), "llm-affinity: --calibrate pipe: not a regular file (a FIFO)"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("sli", "pipe"), "llm-affinity: error: pipe: not a regular file (a FIFO)"),
+        (("sli", DEVICE), f"llm-affinity: error: {DEVICE}: not a regular file (a character device)"),
+        (("sli", "dangling"), "llm-affinity: error: dangling: broken symlink: its target does not exist"),
+        (
+            ("sli", "--alb-logs", "pipe", "--session-query", "s"),
+            "llm-affinity: error: pipe: not a regular file (a FIFO)",
+        ),
+        (
+            ("sli", "--alb-logs", "logs", "--session-query", "s"),
+            "llm-affinity: error: logs: skipped logs/stuck.log: not a regular file (a FIFO)",
+        ),
+        (("simulate", "--workload", "pipe"), "llm-affinity: workload pipe: not a regular file (a FIFO)"),
+        (
+            ("simulate", "--workload", DEVICE),
+            f"llm-affinity: workload {DEVICE}: not a regular file (a character device)",
+        ),
+        (
+            ("recommend", "--workload", "bomb.yaml"),
+            "llm-affinity: workload bomb.yaml: YAML aliases (*name) are not allowed in a workload file",
+        ),
+        (("simulate", "--calibrate", "pipe"), "llm-affinity: --calibrate pipe: not a regular file (a FIFO)"),
+    ],
+)
 def test_one_line_and_exit_2_never_a_hang(hostile, args, message):
     code, err = _cli(*args, cwd=hostile)
     assert code == 2

@@ -20,10 +20,9 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
+from conftest import RULE_FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import RULE_FIXTURES
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD_SOURCE = RULE_FIXTURES / "ALB001_fail.yaml"  # one ALB001 error on target group Tg
@@ -34,14 +33,19 @@ sys.path.insert(0, str(ROOT / "bench"))
 import hostile_inputs as bench  # noqa: E402 - the bombs' builders live with their benchmark
 
 
-def lint(*args: str, fmt: str = "json", timeout: float = 30, prefix: tuple[str, ...] = (),
-         cwd: Path | None = None) -> tuple[subprocess.CompletedProcess, float]:
+def lint(
+    *args: str, fmt: str = "json", timeout: float = 30, prefix: tuple[str, ...] = (), cwd: Path | None = None
+) -> tuple[subprocess.CompletedProcess, float]:
     """`llm-affinity lint ARGS` in a subprocess killed after ``timeout`` s; (process, seconds)."""
     start = time.perf_counter()
     try:
-        proc = subprocess.run([*prefix, sys.executable, "-m", "llm_affinity", "lint", *args, "--format", fmt],
-                              capture_output=True, timeout=timeout, cwd=cwd or ROOT,
-                              env=dict(os.environ, NO_COLOR="1"))
+        proc = subprocess.run(
+            [*prefix, sys.executable, "-m", "llm_affinity", "lint", *args, "--format", fmt],
+            capture_output=True,
+            timeout=timeout,
+            cwd=cwd or ROOT,
+            env=dict(os.environ, NO_COLOR="1"),
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"lint {' '.join(args)} did not finish in {timeout} s")
     return proc, time.perf_counter() - start
@@ -51,7 +55,7 @@ def error_lines(proc: subprocess.CompletedProcess) -> list[str]:
     lines = proc.stderr.decode("utf-8", "replace").splitlines()
     assert "Traceback" not in proc.stderr.decode("utf-8", "replace")
     assert not any("internal error" in line for line in lines), lines
-    return [line[len(ERROR_PREFIX):] for line in lines if line.startswith(ERROR_PREFIX)]
+    return [line[len(ERROR_PREFIX) :] for line in lines if line.startswith(ERROR_PREFIX)]
 
 
 def good(folder: Path, name: str = "good.yaml") -> str:
@@ -64,7 +68,8 @@ def good(folder: Path, name: str = "good.yaml") -> str:
 def assert_good_reported(data: dict, path: str) -> None:
     assert path in data["coverage"]["inputs"]
     assert [(f["rule_id"], f["resource"]["id"]) for f in data["findings"] if f["resource"]["file"] == path] == [
-        ("ALB001", "Tg")]
+        ("ALB001", "Tg")
+    ]
 
 
 def check_one_bad(tmp_path: Path, bad: str, expected: str, *, named: str | None = None) -> dict:
@@ -123,8 +128,11 @@ def test_file_over_the_cap_is_refused_without_reading_it(tmp_path):
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as fh:
         fh.truncate(11 * 1024 * 1024)  # sparse: cheap to make
-    check_one_bad(tmp_path, str(huge), "file is 11.0 MB, larger than the 10 MB limit "
-                                       "(CloudFormation accepts templates up to 1 MB)")
+    check_one_bad(
+        tmp_path,
+        str(huge),
+        "file is 11.0 MB, larger than the 10 MB limit (CloudFormation accepts templates up to 1 MB)",
+    )
 
 
 def test_reading_stops_at_the_cap_whatever_st_size_says(tmp_path, monkeypatch):
@@ -139,8 +147,20 @@ def test_reading_stops_at_the_cap_whatever_st_size_says(tmp_path, monkeypatch):
     def shrunk(p, *a, **kw):
         st = real_stat(p, *a, **kw)
         if str(p) == str(path):
-            return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, 10,
-                                   st.st_atime, st.st_mtime, st.st_ctime))
+            return os.stat_result(
+                (
+                    st.st_mode,
+                    st.st_ino,
+                    st.st_dev,
+                    st.st_nlink,
+                    st.st_uid,
+                    st.st_gid,
+                    10,
+                    st.st_atime,
+                    st.st_mtime,
+                    st.st_ctime,
+                )
+            )
         return st
 
     monkeypatch.setattr(files.os, "stat", shrunk)
@@ -196,15 +216,19 @@ def test_template_file_outside_the_assembly(tmp_path, template):
     (tmp_path / "work" / "outside.json").parent.mkdir(parents=True, exist_ok=True)
     good(tmp_path / "work", "outside.json")
     out = tmp_path / "work" / "cdk.out"
-    data = check_assembly(tmp_path, {"Evil": stack(template)},
-                          [outside(out, f"stack artifact Evil: templateFile {template!r}")])
+    data = check_assembly(
+        tmp_path, {"Evil": stack(template)}, [outside(out, f"stack artifact Evil: templateFile {template!r}")]
+    )
     assert data["coverage"]["inputs"] == [str(out / "Good.template.yaml")]
 
 
 def test_directory_name_outside_the_assembly(tmp_path):
     out = tmp_path / "work" / "cdk.out"
-    check_assembly(tmp_path, {"Stage": nested("../../../etc")},
-                   [outside(out, "nested assembly Stage: directoryName '../../../etc'")])
+    check_assembly(
+        tmp_path,
+        {"Stage": nested("../../../etc")},
+        [outside(out, "nested assembly Stage: directoryName '../../../etc'")],
+    )
 
 
 def test_symlinked_template_pointing_outside(tmp_path):
@@ -214,29 +238,40 @@ def test_symlinked_template_pointing_outside(tmp_path):
         os.symlink("/etc/passwd", folder / "Link.template.json")
         os.symlink("/dev/zero", folder / "Zero.nested.template.json")
 
-    check_assembly(tmp_path, {"Link": stack("Link.template.json")},
-                   [outside(out, "stack artifact Link: templateFile 'Link.template.json'"),
-                    f"{out / 'Zero.nested.template.json'}: points outside the cloud assembly"], extra=link)
+    check_assembly(
+        tmp_path,
+        {"Link": stack("Link.template.json")},
+        [
+            outside(out, "stack artifact Link: templateFile 'Link.template.json'"),
+            f"{out / 'Zero.nested.template.json'}: points outside the cloud assembly",
+        ],
+        extra=link,
+    )
 
 
 def test_fifo_as_template_file_does_not_block(tmp_path):
     out = tmp_path / "work" / "cdk.out"
-    check_assembly(tmp_path, {"Pipe": stack("Pipe.template.json")},
-                   [f"{out / 'Pipe.template.json'}: not a regular file (a FIFO)"],
-                   extra=lambda folder: os.mkfifo(folder / "Pipe.template.json"))
+    check_assembly(
+        tmp_path,
+        {"Pipe": stack("Pipe.template.json")},
+        [f"{out / 'Pipe.template.json'}: not a regular file (a FIFO)"],
+        extra=lambda folder: os.mkfifo(folder / "Pipe.template.json"),
+    )
 
 
 def test_sub_assembly_pointing_at_its_parent_is_visited_once(tmp_path):
     out = tmp_path / "work" / "cdk.out"
 
     def stage(folder: Path) -> None:
-        assembly(folder / "assembly-Prod", {"Up": nested(".."), "Self": nested("."),
-                                            "Prod": stack("Prod.template.yaml")})
+        assembly(
+            folder / "assembly-Prod", {"Up": nested(".."), "Self": nested("."), "Prod": stack("Prod.template.yaml")}
+        )
         good(folder / "assembly-Prod", "Prod.template.yaml")
 
     data = check_assembly(tmp_path, {"Stage": nested("assembly-Prod")}, [], extra=stage)
-    assert sorted(data["coverage"]["inputs"]) == sorted([str(out / "Good.template.yaml"),
-                                                         str(out / "assembly-Prod" / "Prod.template.yaml")])
+    assert sorted(data["coverage"]["inputs"]) == sorted(
+        [str(out / "Good.template.yaml"), str(out / "assembly-Prod" / "Prod.template.yaml")]
+    )
 
 
 def test_stages_nested_without_end_are_cut(tmp_path):
@@ -244,12 +279,16 @@ def test_stages_nested_without_end_are_cut(tmp_path):
 
     def chain(folder: Path) -> None:
         current = folder
-        for i in range(40):
+        for _ in range(40):
             assembly(current / "s", {"Next": nested("s")})
             current = current / "s"
 
-    data = check_assembly(tmp_path, {"Stage": nested("s")},
-                          [f"{out}/" + "s/" * 32 + "s: cloud assemblies nested deeper than 32 levels"], extra=chain)
+    data = check_assembly(
+        tmp_path,
+        {"Stage": nested("s")},
+        [f"{out}/" + "s/" * 32 + "s: cloud assemblies nested deeper than 32 levels"],
+        extra=chain,
+    )
     assert len(data["coverage"]["inputs"]) == 1
 
 
@@ -278,9 +317,13 @@ def test_truncated_manifest_is_an_error_not_a_folder_scan(tmp_path):
     out.mkdir()
     (out / "manifest.json").write_text('{"version": "36.0.0", "artifacts": {"S": {"type": "aws:cloudfor')
     good(out, "Stack.template.yaml")  # a folder scan would find it
-    data = check_one_bad(tmp_path, str(out), "unreadable cloud assembly manifest (truncated or not JSON): "
-                                             "Unterminated string starting at (line 1, column 51)",
-                         named=str(out / "manifest.json"))
+    data = check_one_bad(
+        tmp_path,
+        str(out),
+        "unreadable cloud assembly manifest (truncated or not JSON): "
+        "Unterminated string starting at (line 1, column 51)",
+        named=str(out / "manifest.json"),
+    )
     assert str(out / "Stack.template.yaml") not in data["coverage"]["inputs"]
 
 
@@ -288,8 +331,12 @@ def test_deep_manifest_is_one_error(tmp_path):
     out = tmp_path / "cdk.out"
     out.mkdir()
     (out / "manifest.json").write_text('{"version": "1", "a": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    check_one_bad(tmp_path, str(out), "unreadable cloud assembly manifest: nesting too deep to read",
-                  named=str(out / "manifest.json"))
+    check_one_bad(
+        tmp_path,
+        str(out),
+        "unreadable cloud assembly manifest: nesting too deep to read",
+        named=str(out / "manifest.json"),
+    )
 
 
 def test_deep_template_is_one_error(tmp_path):
@@ -314,15 +361,19 @@ def test_unexpected_failure_building_one_model_costs_that_input_only(tmp_path, m
     monkeypatch.setattr(inputs, "model_from_template", explode)
     report = lint_module.lint_paths([bad, ok])
     assert [(e.input, e.message) for e in report.errors] == [
-        (bad, "unexpected failure checking this template (ZeroDivisionError: boom)")]
+        (bad, "unexpected failure checking this template (ZeroDivisionError: boom)")
+    ]
     assert report.inputs == [ok] and [f.rule.id for f in report.findings] == ["ALB001"]
 
 
-@pytest.mark.parametrize("exc, message", [
-    (MemoryError(), "ran out of memory reading this input"),
-    (RecursionError(), "nesting too deep to read"),
-    (KeyError("x"), "unexpected failure reading this input (KeyError: 'x')"),
-])
+@pytest.mark.parametrize(
+    "exc, message",
+    [
+        (MemoryError(), "ran out of memory reading this input"),
+        (RecursionError(), "nesting too deep to read"),
+        (KeyError("x"), "unexpected failure reading this input (KeyError: 'x')"),
+    ],
+)
 def test_failure_reading_one_input_costs_that_input_only(tmp_path, monkeypatch, exc, message):
     from llm_affinity.checks import lint as lint_module
     from llm_affinity.checks.sources import inputs
@@ -360,9 +411,11 @@ def test_a_rule_failing_on_one_template_costs_that_template_only(tmp_path, monke
     monkeypatch.setattr(type(victim), "run", run)
     report = lint_module.lint_paths([bad, ok], rules=chosen)
     assert [(e.input, e.message) for e in report.errors] == [
-        (bad, "unexpected failure checking this template (IndexError: rule bug)")]
+        (bad, "unexpected failure checking this template (IndexError: rule bug)")
+    ]
     assert report.inputs == [ok] and [(f.rule.id, f.resource.location.file) for f in report.findings] == [
-        ("ALB001", ok)]
+        ("ALB001", ok)
+    ]
 
 
 # --- 4. the expansion budget -----------------------------------------------------------------
@@ -380,8 +433,11 @@ def test_expansion_bombs_end_quickly_as_unknown(tmp_path, name):
     data = json.loads(proc.stdout)
     assert_good_reported(data, ok)
     assert str(path) in data["coverage"]["inputs"]
-    too_large = {u["resource"]["id"] for u in data["unknown"]
-                 if u["resource"]["file"] == str(path) and u["value"].endswith(" (too large to resolve)")}
+    too_large = {
+        u["resource"]["id"]
+        for u in data["unknown"]
+        if u["resource"]["file"] == str(path) and u["value"].endswith(" (too large to resolve)")
+    }
     assert too_large == ({"Tg"} if name != "find-in-map-fanout" else too_large | {"Tg4999"}), too_large
     assert elapsed < 20, f"{elapsed:.1f} s"
 
@@ -416,9 +472,20 @@ HOSTILE_ID = "Tg\x1b]0;pwned\x07\x1b[2J\u202e\x00x"
 
 
 def control_template(folder: Path) -> str:
-    data = {"Resources": {HOSTILE_ID: {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-        "Protocol": "HTTP", "TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": "true"},
-                                                      {"Key": "load_balancing.cross_zone.enabled", "Value": "false"}]}}}}
+    data = {
+        "Resources": {
+            HOSTILE_ID: {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {
+                    "Protocol": "HTTP",
+                    "TargetGroupAttributes": [
+                        {"Key": "stickiness.enabled", "Value": "true"},
+                        {"Key": "load_balancing.cross_zone.enabled", "Value": "false"},
+                    ],
+                },
+            }
+        }
+    }
     path = folder / "ctl.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     return str(path)
@@ -457,9 +524,13 @@ def test_non_utf8_file_name_with_output_file(tmp_path, fmt):
     folder.mkdir()
     (folder / os.fsdecode(NON_UTF8)).write_text(json.dumps({"Resources": {"Tg": _sticky_no_cross_zone()}}))
     out = tmp_path / f"report.{fmt}"
-    proc = subprocess.run([sys.executable, "-m", "llm_affinity", "lint", os.fsdecode(NON_UTF8), "--format", fmt,
-                           "-o", str(out)], cwd=folder, capture_output=True, timeout=30,
-                          env=dict(os.environ, NO_COLOR="1"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "llm_affinity", "lint", os.fsdecode(NON_UTF8), "--format", fmt, "-o", str(out)],
+        cwd=folder,
+        capture_output=True,
+        timeout=30,
+        env=dict(os.environ, NO_COLOR="1"),
+    )
     assert proc.returncode == 1, proc.stderr
     assert error_lines(proc) == []
     text = out.read_text(encoding="utf-8")  # strict UTF-8: no surrogate reached the file
@@ -482,9 +553,16 @@ def test_non_utf8_name_in_an_error_line(tmp_path):
 
 
 def _sticky_no_cross_zone() -> dict:
-    return {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-        "Protocol": "HTTP", "TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": "true"},
-                                                      {"Key": "load_balancing.cross_zone.enabled", "Value": "false"}]}}
+    return {
+        "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+        "Properties": {
+            "Protocol": "HTTP",
+            "TargetGroupAttributes": [
+                {"Key": "stickiness.enabled", "Value": "true"},
+                {"Key": "load_balancing.cross_zone.enabled", "Value": "false"},
+            ],
+        },
+    }
 
 
 # --- 9. unprivileged user, and random mixtures ------------------------------------------------
@@ -504,8 +582,9 @@ def _unprivileged_prefix() -> tuple[tuple[str, ...] | None, str]:
         probe.write_text("x")
         probe.chmod(0)
         try:
-            proc = subprocess.run([*prefix, sys.executable, "-c", f"open({str(probe)!r})"], capture_output=True,
-                                  timeout=30)
+            proc = subprocess.run(
+                [*prefix, sys.executable, "-c", f"open({str(probe)!r})"], capture_output=True, timeout=30
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return None, f"setpriv cannot drop capabilities here: {exc}"
         if b"PermissionError" not in proc.stderr:
@@ -548,7 +627,9 @@ def test_unreadable_inputs_as_an_unprivileged_user(tmp_path):
     assert opened
 
 
-KINDS = ["good", "fifo", "device", "dangling", "loop", "huge", "bomb"] + (["unreadable"] if UNPRIVILEGED is not None else [])
+KINDS = ["good", "fifo", "device", "dangling", "loop", "huge", "bomb"] + (
+    ["unreadable"] if UNPRIVILEGED is not None else []
+)
 EXPECTED = {
     "fifo": "not a regular file (a FIFO)",
     "device": "not a regular file (a character device)",
@@ -592,10 +673,10 @@ def test_random_mixtures_of_file_kinds(kinds):
         paths = [_make(folder, i, kind) for i, kind in enumerate(kinds)]
         proc, elapsed = lint(*paths, timeout=60, prefix=UNPRIVILEGED or ())
     assert elapsed < 30
-    expected_errors = [f"{p}: {EXPECTED[k]}" for p, k in zip(paths, kinds) if k in EXPECTED]
+    expected_errors = [f"{p}: {EXPECTED[k]}" for p, k in zip(paths, kinds, strict=True) if k in EXPECTED]
     assert error_lines(proc) == expected_errors
     data = json.loads(proc.stdout)
-    for path, kind in zip(paths, kinds):
+    for path, kind in zip(paths, kinds, strict=True):
         if kind == "good":
             assert_good_reported(data, path)
         elif kind == "bomb":
@@ -615,13 +696,16 @@ def test_ten_megabytes_of_small_yaml_values_stay_under_500_mb(tmp_path):
     assert rss_mb < 500, f"{rss_mb:.0f} MB"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Resources: {}\n---\nResources: {}\n", "not valid YAML or JSON: but found another document at line 2"),
-    ("Resources:\n  A: *nowhere\n", "not valid YAML or JSON: found undefined alias 'nowhere' at line 2"),
-    ("Resources:\n  ? [a, b]\n  : 1\n", "a mapping key at line 2 is not a scalar"),
-    ("Resources:\n  A: &a [*a]\n", "not valid YAML or JSON: found undefined alias 'a' at line 2"),
-    ("Resources:\n" + "  " + "[" * 500 + "]" * 500 + "\n", "nesting deeper than 400 levels at line 2"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Resources: {}\n---\nResources: {}\n", "not valid YAML or JSON: but found another document at line 2"),
+        ("Resources:\n  A: *nowhere\n", "not valid YAML or JSON: found undefined alias 'nowhere' at line 2"),
+        ("Resources:\n  ? [a, b]\n  : 1\n", "a mapping key at line 2 is not a scalar"),
+        ("Resources:\n  A: &a [*a]\n", "not valid YAML or JSON: found undefined alias 'a' at line 2"),
+        ("Resources:\n" + "  " + "[" * 500 + "]" * 500 + "\n", "nesting deeper than 400 levels at line 2"),
+    ],
+)
 def test_yaml_errors_are_one_line(tmp_path, text, expected):
     from llm_affinity.checks.sources.template_file import TemplateError, read_template
 
@@ -638,7 +722,10 @@ def test_yaml_merge_keys_and_explicit_override(tmp_path):
     path = tmp_path / "t.yaml"
     path.write_text("Base: &b {Type: X, Properties: {A: 1}}\nResources:\n  R:\n    <<: *b\n    Type: Y\n  S: *b\n")
     tf = read_template(path)
-    assert tf.data["Resources"] == {"R": {"Type": "Y", "Properties": {"A": 1}}, "S": {"Type": "X", "Properties": {"A": 1}}}
+    assert tf.data["Resources"] == {
+        "R": {"Type": "Y", "Properties": {"A": 1}},
+        "S": {"Type": "X", "Properties": {"A": 1}},
+    }
     assert tf.data["Resources"]["S"] is not tf.data["Base"]  # each alias its own value
     assert tf.resource_lines == {"R": 3, "S": 6}
 

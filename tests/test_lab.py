@@ -9,7 +9,6 @@ import time
 
 import httpx
 import pytest
-
 from lab import FIELD_NAMES, Lab, PrefixCache, chat_tokens, instance_id, parse_log_line, parse_time
 
 FIELD = re.compile(r'"[^"]*"|\S+')
@@ -44,8 +43,15 @@ def test_prefix_cache_evicts_least_recently_used_blocks():
 
 
 def test_chat_template_tokens():
-    assert chat_tokens([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi  there"}]) == \
-        ["<|system|>", "be", "brief", "<|user|>", "hi", "there", "<|assistant|>"]
+    assert chat_tokens([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi  there"}]) == [
+        "<|system|>",
+        "be",
+        "brief",
+        "<|user|>",
+        "hi",
+        "there",
+        "<|assistant|>",
+    ]
 
 
 def _chat(client: httpx.Client, lab: Lab, session: str = "s1", *, turn_text: str = "hello") -> httpx.Response:
@@ -57,8 +63,10 @@ def test_access_log_lines_follow_the_documented_alb_format(tmp_path):
     with Lab(tmp_path, instances=2, session_query="llm_session") as lab:
         with httpx.Client() as client:
             before = time.time()
-            r = client.post(lab.base_url + "/chat/completions?llm_session=abc",
-                            json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+            r = client.post(
+                lab.base_url + "/chat/completions?llm_session=abc",
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
+            )
             after = time.time()
         line = lab.alb_log_path.read_text().splitlines()[-1]
         targets = lab.targets
@@ -68,8 +76,9 @@ def test_access_log_lines_follow_the_documented_alb_format(tmp_path):
     assert fields["type"] == "http" and fields["elb"] == "app/lab-alb/50dc6c495c0c9188"
     assert targets[fields["target:port"]] == r.headers["X-Served-By"]
     assert (fields["elb_status_code"], fields["target_status_code"]) == ("200", "200")
-    assert re.fullmatch(r"POST http://127\.0\.0\.1:\d+/v1/chat/completions\?llm_session=abc HTTP/1\.1",
-                        fields["request"])
+    assert re.fullmatch(
+        r"POST http://127\.0\.0\.1:\d+/v1/chat/completions\?llm_session=abc HTTP/1\.1", fields["request"]
+    )
     assert fields["target:port_list"] == fields["target:port"]
     assert fields["actions_executed"] == "forward" and fields["conn_trace_id"].startswith("TID_")
     created = fields["request_creation_time"]
@@ -86,9 +95,12 @@ def test_extra_fields_and_gz_export(tmp_path):
         plain = lab.alb_log_path.read_text()
     assert len(FIELD.findall(plain.splitlines()[0])) == 34
     assert gzip.decompress(path.read_bytes()).decode() == plain
-    assert re.search(r"bucket/AWSLogs/123456789012/elasticloadbalancing/us-east-1/\d{4}/\d\d/\d\d/"
-                     r"123456789012_elasticloadbalancing_us-east-1_app\.lab-alb\.50dc6c495c0c9188_\d{8}T\d{4}Z_"
-                     r"127\.0\.0\.1_[0-9a-f]{8}\.log\.gz$", path.as_posix())
+    assert re.search(
+        r"bucket/AWSLogs/123456789012/elasticloadbalancing/us-east-1/\d{4}/\d\d/\d\d/"
+        r"123456789012_elasticloadbalancing_us-east-1_app\.lab-alb\.50dc6c495c0c9188_\d{8}T\d{4}Z_"
+        r"127\.0\.0\.1_[0-9a-f]{8}\.log\.gz$",
+        path.as_posix(),
+    )
 
 
 def test_lb_cookie_pins_and_repins_when_the_target_is_gone(tmp_path):
@@ -96,8 +108,10 @@ def test_lb_cookie_pins_and_repins_when_the_target_is_gone(tmp_path):
         first = _chat(client, lab)
         pinned = first.headers["X-Served-By"]
         assert "AWSALB" in client.cookies
-        assert any(c.startswith("AWSALBCORS=") and c.endswith("; Path=/; SameSite=None; Secure")
-                   for c in first.headers.get_list("set-cookie"))
+        assert any(
+            c.startswith("AWSALBCORS=") and c.endswith("; Path=/; SameSite=None; Secure")
+            for c in first.headers.get_list("set-cookie")
+        )
         assert {_chat(client, lab).headers["X-Served-By"] for _ in range(5)} == {pinned}
         lab.stop_instance(pinned)
         moved = _chat(client, lab).headers["X-Served-By"]
@@ -150,8 +164,12 @@ def test_engine_speaks_enough_openai(tmp_path):
         bad = client.post(lab.base_url + "/chat/completions", json={"model": "m"})
         metrics = client.get(lab.front.url + "/metrics").text
     assert models["data"][0]["id"] == "lab/stub-llm"
-    assert plain["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5,
-                              "prompt_tokens_details": {"cached_tokens": 0}}
+    assert plain["usage"] == {
+        "prompt_tokens": 3,
+        "completion_tokens": 2,
+        "total_tokens": 5,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
     assert bad.status_code == 400
     assert 'vllm:prefix_cache_queries_total{model_name="lab/stub-llm"} 3.0' in metrics
 

@@ -51,7 +51,10 @@ def test_clean_reference_templates_pass(reference_synth):
     assert report.success is True
     (summary,) = report.violations  # only the record of what was checked
     assert summary.rule_name == "LlmAffinity::Checked" and summary.severity == "info"
-    assert summary.description.startswith("llm-affinity checked ") and " in 4 template(s): 0 finding(s)" in summary.description
+    assert (
+        summary.description.startswith("llm-affinity checked ")
+        and " in 4 template(s): 0 finding(s)" in summary.description
+    )
     (where,) = summary.violating_resources
     assert sorted(where.locations) == sorted(p.name for p in reference_synth.paths.values())
     assert {json.loads(v)["findings"] for v in report.metadata.values()} == {0}
@@ -87,7 +90,8 @@ def test_error_rules_map_to_error_and_group_resources(reference_synth, tmp_path)
         lt = _of_type(tpl, "AWS::EC2::LaunchTemplate")
         ud = lt["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"]
         lt["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"] = ud.replace(
-            "--enable-prefix-caching", "--no-enable-prefix-caching")
+            "--enable-prefix-caching", "--no-enable-prefix-caching"
+        )
 
     path = _variant(reference_synth, tmp_path, "LlmAffinityAlbAppCookie", break_things)
     report = LlmAffinityChecks(fail_on="error").validate(_ctx(path))
@@ -104,7 +108,9 @@ def test_metadata_suppression_is_honoured(reference_synth, tmp_path):
     def short_idle_suppressed(tpl):
         lb = _of_type(tpl, "AWS::ElasticLoadBalancingV2::LoadBalancer")
         _set_attr(lb, "LoadBalancerAttributes", "idle_timeout.timeout_seconds", "60")
-        lb["Metadata"] = {"llm-affinity": {"ignore": [{"id": "ALB009", "reason": "streaming-only clients, 60 s is enough"}]}}
+        lb["Metadata"] = {
+            "llm-affinity": {"ignore": [{"id": "ALB009", "reason": "streaming-only clients, 60 s is enough"}]}
+        }
 
     path = _variant(reference_synth, tmp_path, "LlmAffinityAlbDuration", short_idle_suppressed)
     report = LlmAffinityChecks().validate(_ctx(path))

@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-
 from lab import Lab, instance_id, parse_log_line, parse_time
+
 from llm_affinity.cli import main
 from llm_affinity.evidence.probe import warm_hit_rate
 from llm_affinity.evidence.report import RECORD_KEYS, REPORT_KEYS, Record, build_report
@@ -70,7 +70,7 @@ def test_sticky_alb_gives_stability_one_and_a_rising_hit_rate(tmp_path, capsys):
     for turns in by_session.values():
         assert [r["turn"] for r in turns] == list(range(1, 9))
         assert len({r["instance"] for r in turns}) == 1
-        for prev, cur in zip(turns, turns[1:]):
+        for prev, cur in zip(turns, turns[1:], strict=False):
             assert cur["cached_tokens"] == prev["prompt_tokens"] // BLOCK * BLOCK
 
 
@@ -87,7 +87,7 @@ def test_round_robin_scatters_sessions_and_lowers_the_hit_rate(tmp_path, capsys)
     assert rr["moves_per_session"] > 3
     assert _turns(rr) == truth_turns
     assert max(rr["instances"].values()) - min(rr["instances"].values()) <= 2  # round robin is even
-    for s, r in zip(sticky["per_turn"][1:], rr["per_turn"][1:]):
+    for s, r in zip(sticky["per_turn"][1:], rr["per_turn"][1:], strict=True):
         assert r["hit_rate"] < s["hit_rate"], (s, r)
     assert warm_hit_rate(rr) < warm_hit_rate(sticky) - 0.1
 
@@ -95,8 +95,9 @@ def test_round_robin_scatters_sessions_and_lowers_the_hit_rate(tmp_path, capsys)
 def test_shared_cookie_jar_pins_every_session_to_one_instance(tmp_path, capsys):
     n = 3
     with Lab(tmp_path / "lab", instances=n, stickiness="lb_cookie") as lab:
-        code, report, err = probe_json(capsys, lab.base_url, "--cookies", "shared", "--think-time", "0.3",
-                                       "--turns", "6")
+        code, report, err = probe_json(
+            capsys, lab.base_url, "--cookies", "shared", "--think-time", "0.3", "--turns", "6"
+        )
         truth = lab.truth_report()
     assert (code, err) == (0, [])
     assert report["instances"] == truth["instances"]
@@ -141,8 +142,18 @@ def test_raw_writes_exactly_the_telemetry_keys_and_no_prompt_text(tmp_path, caps
 
 def test_expectations_make_a_smoke_test(tmp_path, capsys):
     with Lab(tmp_path / "sticky", instances=3) as lab:
-        code, _, err = probe(capsys, lab.base_url, "--sessions", "6", "--turns", "4",
-                             "--expect-stability", "0.99", "--expect-hit-rate", "0.5")
+        code, _, err = probe(
+            capsys,
+            lab.base_url,
+            "--sessions",
+            "6",
+            "--turns",
+            "4",
+            "--expect-stability",
+            "0.99",
+            "--expect-hit-rate",
+            "0.5",
+        )
         assert (code, err) == (0, [])
         code, out, err = probe(capsys, lab.base_url, "--sessions", "6", "--turns", "4", "--expect-hit-rate", "0.99")
         assert code == 1
@@ -159,8 +170,12 @@ def test_missing_instance_header_is_null_with_one_hint(tmp_path, capsys):
     with Lab(tmp_path / "lab", instances=2, served_by=False) as lab:
         code, report, err = probe_json(capsys, lab.base_url, "--sessions", "3", "--turns", "2")
         assert code == 0
-        assert (report["stability"], report["moves_per_session"], report["instances"], report["imbalance"]) == \
-            (None, None, {}, None)
+        assert (report["stability"], report["moves_per_session"], report["instances"], report["imbalance"]) == (
+            None,
+            None,
+            {},
+            None,
+        )
         assert report["per_turn"][1]["hit_rate"] > 0  # the rest is still reported
         assert len(err) == 1
         assert err[0].startswith("llm-affinity: hint: no response carried the X-Served-By header")
@@ -171,13 +186,16 @@ def test_missing_instance_header_is_null_with_one_hint(tmp_path, capsys):
 
 def test_missing_cached_tokens_is_null_with_one_hint(tmp_path, capsys):
     with Lab(tmp_path / "lab", instances=2, usage_details=False) as lab:
-        code, report, err = probe_json(capsys, lab.base_url, "--sessions", "2", "--turns", "2",
-                                       "--expect-hit-rate", "0.1")
+        code, report, err = probe_json(
+            capsys, lab.base_url, "--sessions", "2", "--turns", "2", "--expect-hit-rate", "0.1"
+        )
     assert code == 1
     assert all(t["hit_rate"] is None and t["cached_tokens"] is None for t in report["per_turn"])
     assert report["stability"] == 1.0
-    assert err[0] == ("llm-affinity: hint: usage has no prompt_tokens_details.cached_tokens: cached tokens and hit "
-                      "rates are null; start vLLM with --enable-prompt-tokens-details")
+    assert err[0] == (
+        "llm-affinity: hint: usage has no prompt_tokens_details.cached_tokens: cached tokens and hit "
+        "rates are null; start vLLM with --enable-prompt-tokens-details"
+    )
     assert err[1].startswith("llm-affinity: expectation not met: hit rate unknown")
 
 
@@ -187,31 +205,45 @@ def test_missing_usage_is_null_with_one_hint(tmp_path, capsys):
     assert code == 0
     assert [(t["prompt_tokens"], t["cached_tokens"], t["hit_rate"]) for t in report["per_turn"]] == [(None,) * 3] * 2
     assert report["stability"] == 1.0 and report["per_turn"][0]["ttft_p50_ms"] > 0
-    assert err == ["llm-affinity: hint: no response carried usage: token counts are null; the endpoint must honour "
-                   "stream_options.include_usage (vLLM does)"]
+    assert err == [
+        "llm-affinity: hint: no response carried usage: token counts are null; the endpoint must honour "
+        "stream_options.include_usage (vLLM does)"
+    ]
 
 
 def test_session_by_query_key_only(tmp_path, capsys):
     with Lab(tmp_path / "lab", instances=2, session_query="sid") as lab:
-        code, _, _ = probe_json(capsys, lab.base_url, "--sessions", "2", "--turns", "2", "--session-header", "",
-                                "--session-query", "sid")
+        code, _, _ = probe_json(
+            capsys, lab.base_url, "--sessions", "2", "--turns", "2", "--session-header", "", "--session-query", "sid"
+        )
         served = [s for e in lab.engines for s in e.served]
     assert code == 0
     assert sorted((s.session.rsplit("-", 1)[1], s.turn, s.session_source) for s in served) == [
-        ("0000", 1, "query"), ("0000", 2, "query"), ("0001", 1, "query"), ("0001", 2, "query")]
+        ("0000", 1, "query"),
+        ("0000", 2, "query"),
+        ("0001", 1, "query"),
+        ("0001", 2, "query"),
+    ]
 
 
 def test_session_query_reaches_the_alb_access_log(tmp_path, capsys):
     with Lab(tmp_path / "lab", instances=2, session_query="llm_session") as lab:
-        code, report, _ = probe_json(capsys, lab.base_url, "--sessions", "3", "--turns", "2",
-                                     "--session-query", "llm_session")
+        code, report, _ = probe_json(
+            capsys, lab.base_url, "--sessions", "3", "--turns", "2", "--session-query", "llm_session"
+        )
         log = lab.alb_log_path.read_text().splitlines()
         front_sessions = {r.session for r in lab.front_records()}
     assert code == 0
     chat = [parse_log_line(line)["request"] for line in log if "/chat/completions" in line]
     assert len(chat) == 6
-    sessions = {re.fullmatch(r"POST http://127\.0\.0\.1:\d+/v1/chat/completions\?llm_session=(probe-[0-9a-f]{6}-"
-                             r"000[0-2]) HTTP/1\.1", request).group(1) for request in chat}
+    sessions = {
+        re.fullmatch(
+            r"POST http://127\.0\.0\.1:\d+/v1/chat/completions\?llm_session=(probe-[0-9a-f]{6}-"
+            r"000[0-2]) HTTP/1\.1",
+            request,
+        ).group(1)
+        for request in chat
+    }
     assert len(sessions) == 3 and front_sessions == sessions | {None}  # None: the GET /models
 
 
@@ -220,8 +252,9 @@ def test_alb_access_log_agrees_with_the_probe_telemetry(tmp_path, capsys):
     (session from the query key, instance from target:port, time = request_creation_time)."""
     raw = tmp_path / "raw.jsonl"
     with Lab(tmp_path / "lab", instances=3, stickiness=None, session_query="llm_session") as lab:
-        code, report, _ = probe_json(capsys, lab.base_url, "--sessions", "6", "--turns", "5",
-                                     "--session-query", "llm_session", "--raw", str(raw))
+        code, report, _ = probe_json(
+            capsys, lab.base_url, "--sessions", "6", "--turns", "5", "--session-query", "llm_session", "--raw", str(raw)
+        )
         lines = lab.alb_log_path.read_text().splitlines()
         targets = lab.targets
         front = build_report([r for r in lab.front_records() if r.session], source="front")  # not GET /models
@@ -231,8 +264,13 @@ def test_alb_access_log_agrees_with_the_probe_telemetry(tmp_path, capsys):
         f = parse_log_line(line)
         query = parse_qs(urlsplit(f["request"].split(" ")[1]).query)
         if "llm_session" in query:
-            records.append(Record(ts=parse_time(f["request_creation_time"]), session=query["llm_session"][0],
-                                  instance=targets[f["target:port"]]))
+            records.append(
+                Record(
+                    ts=parse_time(f["request_creation_time"]),
+                    session=query["llm_session"][0],
+                    instance=targets[f["target:port"]],
+                )
+            )
     alb = build_report(records, source="alb")
     telemetry = build_report([Record(**r) for r in read_raw(raw)], source="raw")
     assert 0.1 < report["stability"] < 0.6  # round robin: a non-trivial figure to agree on
@@ -312,14 +350,16 @@ def html_server():
 def test_a_stream_of_something_else_is_an_endpoint_failure(capsys):
     server = _serve(_BadStream)
     try:
-        code, report, err = probe_json(capsys, f"http://127.0.0.1:{server.server_address[1]}/v1", "--model", "m",
-                                       "--sessions", "2", "--turns", "2")
+        code, report, err = probe_json(
+            capsys, f"http://127.0.0.1:{server.server_address[1]}/v1", "--model", "m", "--sessions", "2", "--turns", "2"
+        )
     finally:
         server.shutdown()
         server.server_close()
     assert code == 2
     assert [e["message"] for e in report["errors"]] == [
-        "not an OpenAI-compatible stream (Expecting value: line 1 column 1 (char 0))"] * 2
+        "not an OpenAI-compatible stream (Expecting value: line 1 column 1 (char 0))"
+    ] * 2
     assert len(err) == 1
 
 
@@ -327,37 +367,49 @@ def test_non_openai_endpoint_exits_2_with_one_line(html_server, capsys, tmp_path
     code, out, err = probe(capsys, html_server)
     assert (code, out) == (2, "")
     assert len(err) == 1
-    assert err[0].startswith(f"llm-affinity: error: {html_server}/models: not an OpenAI-compatible model list "
-                             "(text/html: '<html><body>It works!</body></html>')")
+    assert err[0].startswith(
+        f"llm-affinity: error: {html_server}/models: not an OpenAI-compatible model list "
+        "(text/html: '<html><body>It works!</body></html>')"
+    )
     # With --model the model list is skipped: every request fails, one line says so, the rest is reported.
     code, report, err = probe_json(capsys, html_server, "--model", "m", "--sessions", "3", "--turns", "2")
     assert code == 2
     assert (report["requests"], len(report["errors"])) == (3, 3)
-    assert report["errors"][0] == {"input": report["errors"][0]["input"], "message":
-                                   "not an OpenAI-compatible stream (Content-Type text/html: "
-                                   "'<html><body>It works!</body></html>')"}
-    assert len(err) == 1 and err[0].endswith("(and 2 more): not an OpenAI-compatible stream (Content-Type text/html: "
-                                             "'<html><body>It works!</body></html>')")
+    assert report["errors"][0] == {
+        "input": report["errors"][0]["input"],
+        "message": "not an OpenAI-compatible stream (Content-Type text/html: '<html><body>It works!</body></html>')",
+    }
+    assert len(err) == 1 and err[0].endswith(
+        "(and 2 more): not an OpenAI-compatible stream (Content-Type text/html: '<html><body>It works!</body></html>')"
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["ftp://x/v1"], "llm-affinity: BASE_URL 'ftp://x/v1' is not an http(s) URL"),
-    (["http://127.0.0.1:9/v1?x=1"], "llm-affinity: BASE_URL 'http://127.0.0.1:9/v1?x=1' must not have a query"),
-    (["http://127.0.0.1:9/v1", "--session-query", "a&b"], "llm-affinity: --session-query 'a&b': a query key"),
-    (["http://127.0.0.1:9/v1", "--instance-header", "X Bad"], "llm-affinity: --instance-header 'X Bad' is not"),
-    (["http://127.0.0.1:9/v1", "--output", "/nonexistent/dir/report.json"],
-     "llm-affinity: --output /nonexistent/dir/report.json: No such file or directory"),
-    (["http://127.0.0.1:9/v1", "--raw", "/nonexistent/dir/raw.jsonl"],
-     "llm-affinity: --raw /nonexistent/dir/raw.jsonl: No such file or directory"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["ftp://x/v1"], "llm-affinity: BASE_URL 'ftp://x/v1' is not an http(s) URL"),
+        (["http://127.0.0.1:9/v1?x=1"], "llm-affinity: BASE_URL 'http://127.0.0.1:9/v1?x=1' must not have a query"),
+        (["http://127.0.0.1:9/v1", "--session-query", "a&b"], "llm-affinity: --session-query 'a&b': a query key"),
+        (["http://127.0.0.1:9/v1", "--instance-header", "X Bad"], "llm-affinity: --instance-header 'X Bad' is not"),
+        (
+            ["http://127.0.0.1:9/v1", "--output", "/nonexistent/dir/report.json"],
+            "llm-affinity: --output /nonexistent/dir/report.json: No such file or directory",
+        ),
+        (
+            ["http://127.0.0.1:9/v1", "--raw", "/nonexistent/dir/raw.jsonl"],
+            "llm-affinity: --raw /nonexistent/dir/raw.jsonl: No such file or directory",
+        ),
+    ],
+)
 def test_bad_usage_is_one_line_exit_2(capsys, args, message):
     code, out, err = probe(capsys, *args)
     assert (code, out) == (2, "")
     assert len(err) == 1 and err[0].startswith(message), err
 
 
-@pytest.mark.parametrize("flag, value", [("--expect-stability", "1.5"), ("--sessions", "0"), ("--think-time", "-1"),
-                                         ("--cookies", "jar")])
+@pytest.mark.parametrize(
+    "flag, value", [("--expect-stability", "1.5"), ("--sessions", "0"), ("--think-time", "-1"), ("--cookies", "jar")]
+)
 def test_bad_flag_values_exit_2(capsys, flag, value):
     assert main(["probe", "http://127.0.0.1:9/v1", flag, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -367,8 +419,20 @@ def test_bad_flag_values_exit_2(capsys, flag, value):
 def test_chart_and_output_files(tmp_path, capsys):
     chart, output = tmp_path / "probe.png", tmp_path / "report.json"
     with Lab(tmp_path / "lab", instances=2) as lab:
-        code, out, _ = probe(capsys, lab.base_url, "--sessions", "2", "--turns", "3", "--format", "json",
-                             "--output", str(output), "--chart", str(chart))
+        code, out, _ = probe(
+            capsys,
+            lab.base_url,
+            "--sessions",
+            "2",
+            "--turns",
+            "3",
+            "--format",
+            "json",
+            "--output",
+            str(output),
+            "--chart",
+            str(chart),
+        )
     assert (code, out) == (0, "")
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert tuple(json.loads(output.read_text())) == REPORT_KEYS
@@ -383,8 +447,12 @@ def test_real_nginx_config_behind_app_cookie_stickiness(tmp_path, capsys):
         adds_header = "X-Served-By" in lab.proxies[0].config
     assert code == 0
     assert truth["stability"] == 1.0 and len(truth["instances"]) == 3
-    assert _turns(report)[1:] == [t for t in [(t["turn"], t["requests"], t["prompt_tokens"], t["cached_tokens"])
-                                              for t in truth["per_turn"]]][1:]
+    assert (
+        _turns(report)[1:]
+        == [t for t in [(t["turn"], t["requests"], t["prompt_tokens"], t["cached_tokens"]) for t in truth["per_turn"]]][
+            1:
+        ]
+    )
     if adds_header:  # the construct's proxy says who served: the probe sees what the engines saw
         assert (report["stability"], report["instances"], err) == (1.0, truth["instances"], [])
     else:
@@ -396,13 +464,18 @@ def test_a_session_stops_at_its_first_failed_request(tmp_path, capsys):
     with Lab(tmp_path / "lab", instances=2) as lab:
         lab.stop_instance(instance_id(1))
         lab.stop_instance(instance_id(2))
-        code, report, err = probe_json(capsys, lab.base_url, "--model", "lab/stub-llm", "--sessions", "2",
-                                       "--turns", "3")
+        code, report, err = probe_json(
+            capsys, lab.base_url, "--model", "lab/stub-llm", "--sessions", "2", "--turns", "3"
+        )
     assert code == 2
-    assert report["requests"] == 2 and [e["message"] for e in report["errors"]] == ["HTTP 503: <html><body><h1>503"
-                                                                                     "</h1></body></html>"] * 2
-    assert err == ["llm-affinity: error: " + report["errors"][0]["input"] + " (and 1 more): HTTP 503: <html><body>"
-                   "<h1>503</h1></body></html>"]
+    assert (
+        report["requests"] == 2
+        and [e["message"] for e in report["errors"]] == ["HTTP 503: <html><body><h1>503</h1></body></html>"] * 2
+    )
+    assert err == [
+        "llm-affinity: error: " + report["errors"][0]["input"] + " (and 1 more): HTTP 503: <html><body>"
+        "<h1>503</h1></body></html>"
+    ]
 
 
 def test_progress_counts_every_planned_request_even_when_sessions_stop_early(tmp_path):

@@ -50,7 +50,9 @@ CORPUS = ROOT / "tests" / "data" / "corpus"
 
 
 def _load_generator():
-    spec = importlib.util.spec_from_file_location("llm_affinity_bench_gen_templates", ROOT / "bench" / "gen_templates.py")
+    spec = importlib.util.spec_from_file_location(
+        "llm_affinity_bench_gen_templates", ROOT / "bench" / "gen_templates.py"
+    )
     module = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
     spec.loader.exec_module(module)
@@ -61,9 +63,15 @@ gen = _load_generator()
 
 # --- seeds -----------------------------------------------------------------------------------
 
-RELEVANT_PREFIXES = ("AWS::ElasticLoadBalancingV2::", "AWS::AutoScaling::", "AWS::EC2::LaunchTemplate",
-                     "AWS::EC2::Instance", "AWS::BedrockAgentCore::", "AWS::CloudWatch::Alarm",
-                     "AWS::ElasticLoadBalancing::")
+RELEVANT_PREFIXES = (
+    "AWS::ElasticLoadBalancingV2::",
+    "AWS::AutoScaling::",
+    "AWS::EC2::LaunchTemplate",
+    "AWS::EC2::Instance",
+    "AWS::BedrockAgentCore::",
+    "AWS::CloudWatch::Alarm",
+    "AWS::ElasticLoadBalancing::",
+)
 
 
 def _corpus_seeds() -> list[tuple[str, dict]]:
@@ -83,8 +91,10 @@ def _is_relevant(data: dict) -> bool:
     resources = data.get("Resources")
     if not isinstance(resources, dict):
         return False
-    return any(isinstance(r, dict) and isinstance(r.get("Type"), str) and r["Type"].startswith(RELEVANT_PREFIXES)
-               for r in resources.values())
+    return any(
+        isinstance(r, dict) and isinstance(r.get("Type"), str) and r["Type"].startswith(RELEVANT_PREFIXES)
+        for r in resources.values()
+    )
 
 
 INFERENCE_SEEDS: list[tuple[str, dict]] = sorted(gen.seed_templates().items())
@@ -103,52 +113,210 @@ seeds = st.one_of(
 # --- junk values -----------------------------------------------------------------------------
 
 INTERESTING_STRINGS = [
-    "", " ", "true", "false", "TRUE", "True", "yes", "no", "on", "off", "null", "~", "0", "-1", "1.5", "1e3",
-    "0x10", "1_000", "+7", " 42 ", "604800", "604801", "86400", "900", "28800", "٣", "\u2047", "\ufeff",
-    "lb_cookie", "app_cookie", "source_ip", "source_ip_dest_ip", "AWSALB", "AWSALBAPP-0", "AWSALBTG",
-    "weighted_random", "least_outstanding_requests", "round_robin", "use_load_balancer_configuration",
-    "HTTP", "https", "TCP", "TLS", "UDP", "TCP_UDP", "GENEVE", "network", "application", "gateway",
-    "internet-facing", "internal", "ELB", "EC2", "EC2,ELB", "lambda", "ip", "instance", "alb",
-    "autoscaling:EC2_INSTANCE_TERMINATING", "autoscaling:EC2_INSTANCE_LAUNCHING",
-    "--no-enable-prefix-caching", "vllm serve m --enable-prefix-caching", "python -m vllm.entrypoints.openai.api_server",
-    "${AWS::Region}", "${Missing}", "${!Literal}", "${A.B}", "${", "}", "$", "${}", "${${x}}",
-    "AWS::NoValue", "AWS::Region", "NONE", "CUSTOM_JWT", "AWS_IAM", "g5.xlarge", "p4d.24xlarge", "inf2.xlarge",
-    "trn1.2xlarge", "m7i.large", "g", "p", "llm-affinity:role", "inference", "prefix-aware",
-    "stickiness.enabled", "stickiness.type", "load_balancing.cross_zone.enabled", "Fn::If", "Ref",
-    "Condition", "IyEvYmluL2Jhc2gKdmxsbSBzZXJ2ZQ==", "not base64!", "a" * 300, "é" * 50, "🚀", "\t\n",
-    "ALB001", "SUP001", "alb003", "GW002, FLEET001",
+    "",
+    " ",
+    "true",
+    "false",
+    "TRUE",
+    "True",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "null",
+    "~",
+    "0",
+    "-1",
+    "1.5",
+    "1e3",
+    "0x10",
+    "1_000",
+    "+7",
+    " 42 ",
+    "604800",
+    "604801",
+    "86400",
+    "900",
+    "28800",
+    "٣",
+    "\u2047",
+    "\ufeff",
+    "lb_cookie",
+    "app_cookie",
+    "source_ip",
+    "source_ip_dest_ip",
+    "AWSALB",
+    "AWSALBAPP-0",
+    "AWSALBTG",
+    "weighted_random",
+    "least_outstanding_requests",
+    "round_robin",
+    "use_load_balancer_configuration",
+    "HTTP",
+    "https",
+    "TCP",
+    "TLS",
+    "UDP",
+    "TCP_UDP",
+    "GENEVE",
+    "network",
+    "application",
+    "gateway",
+    "internet-facing",
+    "internal",
+    "ELB",
+    "EC2",
+    "EC2,ELB",
+    "lambda",
+    "ip",
+    "instance",
+    "alb",
+    "autoscaling:EC2_INSTANCE_TERMINATING",
+    "autoscaling:EC2_INSTANCE_LAUNCHING",
+    "--no-enable-prefix-caching",
+    "vllm serve m --enable-prefix-caching",
+    "python -m vllm.entrypoints.openai.api_server",
+    "${AWS::Region}",
+    "${Missing}",
+    "${!Literal}",
+    "${A.B}",
+    "${",
+    "}",
+    "$",
+    "${}",
+    "${${x}}",
+    "AWS::NoValue",
+    "AWS::Region",
+    "NONE",
+    "CUSTOM_JWT",
+    "AWS_IAM",
+    "g5.xlarge",
+    "p4d.24xlarge",
+    "inf2.xlarge",
+    "trn1.2xlarge",
+    "m7i.large",
+    "g",
+    "p",
+    "llm-affinity:role",
+    "inference",
+    "prefix-aware",
+    "stickiness.enabled",
+    "stickiness.type",
+    "load_balancing.cross_zone.enabled",
+    "Fn::If",
+    "Ref",
+    "Condition",
+    "IyEvYmluL2Jhc2gKdmxsbSBzZXJ2ZQ==",
+    "not base64!",
+    "a" * 300,
+    "é" * 50,
+    "🚀",
+    "\t\n",
+    "ALB001",
+    "SUP001",
+    "alb003",
+    "GW002, FLEET001",
 ]
 
 EXTREME_NUMBERS = [
-    0, 1, -1, 59, 60, 119, 120, 299, 300, 604800, 604801, 28800, 28801, 899, 2**31, -2**31, 2**63, -2**63 - 1,
-    10**30, -10**30, 10**300, 10**4000, -10**4000,  # < 4300 digits: json/yaml can write them
-    0.5, -0.0, 1e308, -1e308, 5e-324, 1e16, 86400.0, 604800.0000001,
-    math.inf, -math.inf, math.nan,
+    0,
+    1,
+    -1,
+    59,
+    60,
+    119,
+    120,
+    299,
+    300,
+    604800,
+    604801,
+    28800,
+    28801,
+    899,
+    2**31,
+    -(2**31),
+    2**63,
+    -(2**63) - 1,
+    10**30,
+    -(10**30),
+    10**300,
+    10**4000,
+    -(10**4000),  # < 4300 digits: json/yaml can write them
+    0.5,
+    -0.0,
+    1e308,
+    -1e308,
+    5e-324,
+    1e16,
+    86400.0,
+    604800.0000001,
+    math.inf,
+    -math.inf,
+    math.nan,
 ]
 
 texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=24)
 scalars = st.one_of(
     st.none(),
     st.booleans(),
-    st.integers(min_value=-2**70, max_value=2**70),
+    st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from(EXTREME_NUMBERS),
     texts,
     st.sampled_from(INTERESTING_STRINGS),
 )
 KEY_NAMES = [
-    "Key", "Value", "Type", "Properties", "Ref", "Fn::If", "Fn::Sub", "Fn::Join", "Fn::GetAtt", "Fn::Foo",
-    "Condition", "Enabled", "DurationSeconds", "TargetGroups", "TargetGroupArn", "Weight", "ForwardConfig",
-    "TargetGroupStickinessConfig", "Mcp", "SessionConfiguration", "SessionTimeoutInSeconds", "LaunchTemplateData",
-    "UserData", "InstanceType", "Tags", "Metadata", "llm-affinity", "ignore", "id", "reason", "DefaultValue",
-    "LaunchTemplateId", "LaunchTemplateName", "Overrides", "InstanceRequirements", "AcceleratorCount", "Min",
-    "", "\u00e9", "🚀", "0",
+    "Key",
+    "Value",
+    "Type",
+    "Properties",
+    "Ref",
+    "Fn::If",
+    "Fn::Sub",
+    "Fn::Join",
+    "Fn::GetAtt",
+    "Fn::Foo",
+    "Condition",
+    "Enabled",
+    "DurationSeconds",
+    "TargetGroups",
+    "TargetGroupArn",
+    "Weight",
+    "ForwardConfig",
+    "TargetGroupStickinessConfig",
+    "Mcp",
+    "SessionConfiguration",
+    "SessionTimeoutInSeconds",
+    "LaunchTemplateData",
+    "UserData",
+    "InstanceType",
+    "Tags",
+    "Metadata",
+    "llm-affinity",
+    "ignore",
+    "id",
+    "reason",
+    "DefaultValue",
+    "LaunchTemplateId",
+    "LaunchTemplateName",
+    "Overrides",
+    "InstanceRequirements",
+    "AcceleratorCount",
+    "Min",
+    "",
+    "\u00e9",
+    "🚀",
+    "0",
 ]
 keys = st.one_of(st.sampled_from(KEY_NAMES), texts)
-junk = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4),
-    st.dictionaries(keys, inner, max_size=4),
-), max_leaves=8)
+junk = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(keys, inner, max_size=4),
+    ),
+    max_leaves=8,
+)
 
 # --- writing mutants -------------------------------------------------------------------------
 
@@ -165,7 +333,7 @@ class _ShortFormDumper(_LongFormDumper):
 
 def _represent_dict(dumper: yaml.SafeDumper, data: dict) -> yaml.Node:
     if len(data) == 1:
-        (key, value), = data.items()
+        ((key, value),) = data.items()
         tag = None
         if key == "Ref":
             tag = "!Ref"
@@ -291,7 +459,9 @@ def check_lints(data: Any, fmts: tuple[str, ...] = FORMATS, *, raw_texts: dict[s
         except SlowPath:
             raise
         except Exception as exc:  # noqa: BLE001 - the property: nothing escapes
-            raise AssertionError(f"lint raised {type(exc).__name__}: {exc}\n--- {fmt} mutant ---\n{text[:3000]}") from exc
+            raise AssertionError(
+                f"lint raised {type(exc).__name__}: {exc}\n--- {fmt} mutant ---\n{text[:3000]}"
+            ) from exc
         finally:
             path.unlink(missing_ok=True)
         messages = [(e.input, e.message) for e in report.errors]
@@ -357,8 +527,12 @@ def names_in(data: Any) -> dict[str, list[str]]:
         value = data.get(section) if isinstance(data, dict) else None
         return [k for k in value if isinstance(k, str)] if isinstance(value, dict) else []
 
-    return {"resources": keys_of("Resources"), "parameters": keys_of("Parameters"),
-            "conditions": keys_of("Conditions"), "mappings": keys_of("Mappings")}
+    return {
+        "resources": keys_of("Resources"),
+        "parameters": keys_of("Parameters"),
+        "conditions": keys_of("Conditions"),
+        "mappings": keys_of("Mappings"),
+    }
 
 
 @st.composite
@@ -378,12 +552,19 @@ def intrinsic_around(draw, value: Any, names: dict[str, list[str]]) -> Any:
     param = draw(a_name(names, "parameters"))
     cond = draw(a_name(names, "conditions"))
     mapping = draw(a_name(names, "mappings"))
-    sub_text = draw(st.sampled_from([
-        "${%s}" % param if isinstance(param, str) else "${x}",
-        "prefix-${%s}-${AWS::Region}" % resource if isinstance(resource, str) else "${a}${b}",
-        "${%s.Arn}" % resource if isinstance(resource, str) else "${.}",
-        "vllm serve ${Model} --enable-prefix-caching ${!Escaped}", "${", "no variables", "",
-    ]))
+    sub_text = draw(
+        st.sampled_from(
+            [
+                "${%s}" % param if isinstance(param, str) else "${x}",
+                "prefix-${%s}-${AWS::Region}" % resource if isinstance(resource, str) else "${a}${b}",
+                "${%s.Arn}" % resource if isinstance(resource, str) else "${.}",
+                "vllm serve ${Model} --enable-prefix-caching ${!Escaped}",
+                "${",
+                "no variables",
+                "",
+            ]
+        )
+    )
     choices: list[Callable[[], Any]] = [
         lambda: {"Ref": param},
         lambda: {"Ref": resource},
@@ -446,31 +627,42 @@ def intrinsic_around(draw, value: Any, names: dict[str, list[str]]) -> Any:
 def reshaped(draw, value: Any) -> Any:
     """Lists where maps belong and vice versa, scalars where either belongs."""
     if isinstance(value, list):
-        return draw(st.sampled_from([
-            {str(i): v for i, v in enumerate(value)},
-            value[0] if value else None,
-            {"Key": value, "Value": value},
-            [value],
-            json.dumps(value, default=str),
-        ]))
+        return draw(
+            st.sampled_from(
+                [
+                    {str(i): v for i, v in enumerate(value)},
+                    value[0] if value else None,
+                    {"Key": value, "Value": value},
+                    [value],
+                    json.dumps(value, default=str),
+                ]
+            )
+        )
     if isinstance(value, dict):
-        return draw(st.sampled_from([
-            list(value.values()),
-            list(value.keys()),
-            [value],
-            [[k, v] for k, v in value.items()],
-            [{"Key": k, "Value": v} for k, v in value.items()],
-            json.dumps(value, default=str),
-            len(value),
-        ]))
+        return draw(
+            st.sampled_from(
+                [
+                    list(value.values()),
+                    list(value.keys()),
+                    [value],
+                    [[k, v] for k, v in value.items()],
+                    [{"Key": k, "Value": v} for k, v in value.items()],
+                    json.dumps(value, default=str),
+                    len(value),
+                ]
+            )
+        )
     return draw(st.sampled_from([[value], {"Value": value}, {str(value)[:20]: value}, [], {}]))
 
 
 @st.composite
 def nested_deep(draw, value: Any) -> Any:
     depth = draw(st.integers(min_value=1, max_value=120))
-    wrappers = draw(st.lists(st.sampled_from(["list", "dict", "if", "join", "sub", "select", "base64", "foo"]),
-                             min_size=1, max_size=4))
+    wrappers = draw(
+        st.lists(
+            st.sampled_from(["list", "dict", "if", "join", "sub", "select", "base64", "foo"]), min_size=1, max_size=4
+        )
+    )
     for i in range(depth):
         kind = wrappers[i % len(wrappers)]
         if kind == "list":
@@ -528,8 +720,13 @@ def mutants(draw, kinds: tuple[str, ...] = MUTATIONS, max_ops: int = 4) -> tuple
         elif kind == "deep":
             data = set_at(data, path, draw(nested_deep(current)))
         elif kind == "stringify":
-            data = set_at(data, path, json.dumps(current, default=str) if not isinstance(current, str) else
-                          draw(st.sampled_from([current.upper(), current + " ", "", current * 3, None])))
+            data = set_at(
+                data,
+                path,
+                json.dumps(current, default=str)
+                if not isinstance(current, str)
+                else draw(st.sampled_from([current.upper(), current + " ", "", current * 3, None])),
+            )
         elif kind == "insert_key":
             parent_path = path[:-1]
             parent = get_at(data, parent_path)
@@ -540,8 +737,13 @@ def mutants(draw, kinds: tuple[str, ...] = MUTATIONS, max_ops: int = 4) -> tuple
                 data = set_at(data, path, {draw(keys): current})
         elif kind == "cross_ref":
             kind_of_name = draw(st.sampled_from(["resources", "parameters", "conditions", "mappings"]))
-            data = set_at(data, path, {"Ref": draw(a_name(names, kind_of_name))}
-                          if kind_of_name != "conditions" else {"Fn::If": [draw(a_name(names, kind_of_name)), current, None]})
+            data = set_at(
+                data,
+                path,
+                {"Ref": draw(a_name(names, kind_of_name))}
+                if kind_of_name != "conditions"
+                else {"Fn::If": [draw(a_name(names, kind_of_name)), current, None]},
+            )
         log.append((kind, path[:6]))
     return name, data, log
 
@@ -595,8 +797,15 @@ def property_values(draw) -> tuple[str, str, Any]:
     resources = data["Resources"]
     logical_id = draw(st.sampled_from(sorted(resources)))
     props = resources[logical_id].setdefault("Properties", {})
-    prop_names = sorted(props) + ["TargetGroupAttributes", "LoadBalancerAttributes", "DefaultActions",
-                                  "ProtocolConfiguration", "LaunchTemplateData", "Tags", "TargetGroupARNs"]
+    prop_names = sorted(props) + [
+        "TargetGroupAttributes",
+        "LoadBalancerAttributes",
+        "DefaultActions",
+        "ProtocolConfiguration",
+        "LaunchTemplateData",
+        "Tags",
+        "TargetGroupARNs",
+    ]
     prop = draw(st.sampled_from(prop_names))
     props[prop] = draw(st.one_of(junk, intrinsic_around(props.get(prop), names_in(data))))
     return seed_name, f"{logical_id}.{prop}", data
@@ -612,13 +821,23 @@ def test_every_property_of_inference_resources(case):
 @st.composite
 def attribute_values(draw) -> dict:
     """ELBv2 attribute lists with every known key and junk values/keys/shapes."""
-    keys_ = st.sampled_from([
-        "stickiness.enabled", "stickiness.type", "stickiness.lb_cookie.duration_seconds",
-        "stickiness.app_cookie.cookie_name", "stickiness.app_cookie.duration_seconds",
-        "load_balancing.cross_zone.enabled", "load_balancing.algorithm.type",
-        "load_balancing.algorithm.anomaly_mitigation", "deregistration_delay.timeout_seconds",
-        "idle_timeout.timeout_seconds", "access_logs.s3.enabled", " stickiness.enabled ", "STICKINESS.ENABLED",
-    ])
+    keys_ = st.sampled_from(
+        [
+            "stickiness.enabled",
+            "stickiness.type",
+            "stickiness.lb_cookie.duration_seconds",
+            "stickiness.app_cookie.cookie_name",
+            "stickiness.app_cookie.duration_seconds",
+            "load_balancing.cross_zone.enabled",
+            "load_balancing.algorithm.type",
+            "load_balancing.algorithm.anomaly_mitigation",
+            "deregistration_delay.timeout_seconds",
+            "idle_timeout.timeout_seconds",
+            "access_logs.s3.enabled",
+            " stickiness.enabled ",
+            "STICKINESS.ENABLED",
+        ]
+    )
     item = st.one_of(
         st.fixed_dictionaries({"Key": keys_, "Value": st.one_of(scalars, junk)}),
         st.fixed_dictionaries({"Key": st.one_of(keys_, junk)}),
@@ -631,24 +850,57 @@ def attribute_values(draw) -> dict:
     lb_type = draw(st.one_of(st.sampled_from(["application", "network", "gateway"]), scalars))
     return {
         "Resources": {
-            "Lb": {"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer",
-                   "Properties": {"Type": lb_type, "LoadBalancerAttributes": draw(st.one_of(st.lists(item, max_size=5), junk))}},
-            "Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
-                   "Properties": {"Protocol": protocol, "TargetGroupAttributes": attrs,
-                                  "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}]}},
-            "Tg2": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
-                    "Properties": {"Protocol": "HTTP", "TargetGroupAttributes": draw(st.lists(item, max_size=4))}},
-            "Listener": {"Type": "AWS::ElasticLoadBalancingV2::Listener", "Properties": {
-                "LoadBalancerArn": {"Ref": "Lb"}, "Protocol": protocol,
-                "DefaultActions": [{"Type": draw(st.sampled_from(["forward", "Forward", "redirect", None])),
-                                    "ForwardConfig": {"TargetGroups": draw(st.one_of(
-                                        st.just([{"TargetGroupArn": {"Ref": "Tg"}}, {"TargetGroupArn": {"Ref": "Tg2"}}]),
-                                        junk)),
-                                        "TargetGroupStickinessConfig": stick}}]}},
-            "Gw": {"Type": "AWS::BedrockAgentCore::Gateway", "Properties": {
-                "AuthorizerType": draw(st.one_of(st.sampled_from(["NONE", "CUSTOM_JWT", "none"]), scalars)),
-                "ProtocolConfiguration": {"Mcp": {"SessionConfiguration": {
-                    "SessionTimeoutInSeconds": draw(st.one_of(scalars, junk))}}}}},
+            "Lb": {
+                "Type": "AWS::ElasticLoadBalancingV2::LoadBalancer",
+                "Properties": {
+                    "Type": lb_type,
+                    "LoadBalancerAttributes": draw(st.one_of(st.lists(item, max_size=5), junk)),
+                },
+            },
+            "Tg": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {
+                    "Protocol": protocol,
+                    "TargetGroupAttributes": attrs,
+                    "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}],
+                },
+            },
+            "Tg2": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {"Protocol": "HTTP", "TargetGroupAttributes": draw(st.lists(item, max_size=4))},
+            },
+            "Listener": {
+                "Type": "AWS::ElasticLoadBalancingV2::Listener",
+                "Properties": {
+                    "LoadBalancerArn": {"Ref": "Lb"},
+                    "Protocol": protocol,
+                    "DefaultActions": [
+                        {
+                            "Type": draw(st.sampled_from(["forward", "Forward", "redirect", None])),
+                            "ForwardConfig": {
+                                "TargetGroups": draw(
+                                    st.one_of(
+                                        st.just(
+                                            [{"TargetGroupArn": {"Ref": "Tg"}}, {"TargetGroupArn": {"Ref": "Tg2"}}]
+                                        ),
+                                        junk,
+                                    )
+                                ),
+                                "TargetGroupStickinessConfig": stick,
+                            },
+                        }
+                    ],
+                },
+            },
+            "Gw": {
+                "Type": "AWS::BedrockAgentCore::Gateway",
+                "Properties": {
+                    "AuthorizerType": draw(st.one_of(st.sampled_from(["NONE", "CUSTOM_JWT", "none"]), scalars)),
+                    "ProtocolConfiguration": {
+                        "Mcp": {"SessionConfiguration": {"SessionTimeoutInSeconds": draw(st.one_of(scalars, junk))}}
+                    },
+                },
+            },
         }
     }
 
@@ -667,35 +919,82 @@ def cloud_assemblies(draw) -> tuple[dict, dict[str, Any]]:
     """A manifest (often broken) and the files it may point to."""
     stack_template = draw(st.sampled_from(INFERENCE_SEEDS))[1]
     artifact = st.one_of(
-        st.fixed_dictionaries({"type": st.just("aws:cloudformation:stack"),
-                               "properties": st.one_of(
-                                   st.fixed_dictionaries({"templateFile": st.sampled_from(
-                                       ["Stack.template.json", "missing.json", "../outside.json", "", "Stack.template.json/",
-                                        "sub/Stack.template.json"])}),
-                                   st.fixed_dictionaries({"templateFile": junk}),
-                                   junk)}),
-        st.fixed_dictionaries({"type": st.just("cdk:cloud-assembly"),
-                               "properties": st.one_of(
-                                   st.fixed_dictionaries({"directoryName": st.sampled_from(
-                                       ["assembly-Stage", ".", "..", "missing", "", "assembly-Stage/"])}),
-                                   junk)}),
+        st.fixed_dictionaries(
+            {
+                "type": st.just("aws:cloudformation:stack"),
+                "properties": st.one_of(
+                    st.fixed_dictionaries(
+                        {
+                            "templateFile": st.sampled_from(
+                                [
+                                    "Stack.template.json",
+                                    "missing.json",
+                                    "../outside.json",
+                                    "",
+                                    "Stack.template.json/",
+                                    "sub/Stack.template.json",
+                                ]
+                            )
+                        }
+                    ),
+                    st.fixed_dictionaries({"templateFile": junk}),
+                    junk,
+                ),
+            }
+        ),
+        st.fixed_dictionaries(
+            {
+                "type": st.just("cdk:cloud-assembly"),
+                "properties": st.one_of(
+                    st.fixed_dictionaries(
+                        {
+                            "directoryName": st.sampled_from(
+                                ["assembly-Stage", ".", "..", "missing", "", "assembly-Stage/"]
+                            )
+                        }
+                    ),
+                    junk,
+                ),
+            }
+        ),
         st.fixed_dictionaries({"type": st.one_of(st.sampled_from(["cdk:tree", "cdk:asset-manifest"]), junk)}),
         junk,
     )
-    manifest = draw(st.one_of(
-        st.fixed_dictionaries({"version": st.just("38.0.1"),
-                               "artifacts": st.one_of(st.dictionaries(texts, artifact, max_size=4), junk)}),
-        junk,
-    ))
+    manifest = draw(
+        st.one_of(
+            st.fixed_dictionaries(
+                {
+                    "version": st.just("38.0.1"),
+                    "artifacts": st.one_of(st.dictionaries(texts, artifact, max_size=4), junk),
+                }
+            ),
+            junk,
+        )
+    )
     files = {
-        "Stack.template.json": draw(st.sampled_from([json.dumps(stack_template), "", "{", "[]", "null",
-                                                     json.dumps({"Resources": []})])),
-        "assembly-Stage/manifest.json": draw(st.sampled_from([
-            json.dumps({"version": "38.0.1", "artifacts": {"Inner": {"type": "aws:cloudformation:stack",
-                                                                       "properties": {"templateFile": "Inner.template.json"}},
-                                                             "Loop": {"type": "cdk:cloud-assembly",
-                                                                      "properties": {"directoryName": ".."}}}}),
-            "not json", json.dumps({"artifacts": None})])),
+        "Stack.template.json": draw(
+            st.sampled_from([json.dumps(stack_template), "", "{", "[]", "null", json.dumps({"Resources": []})])
+        ),
+        "assembly-Stage/manifest.json": draw(
+            st.sampled_from(
+                [
+                    json.dumps(
+                        {
+                            "version": "38.0.1",
+                            "artifacts": {
+                                "Inner": {
+                                    "type": "aws:cloudformation:stack",
+                                    "properties": {"templateFile": "Inner.template.json"},
+                                },
+                                "Loop": {"type": "cdk:cloud-assembly", "properties": {"directoryName": ".."}},
+                            },
+                        }
+                    ),
+                    "not json",
+                    json.dumps({"artifacts": None}),
+                ]
+            )
+        ),
         "assembly-Stage/Inner.template.json": json.dumps(stack_template),
         "Other.nested.template.json": draw(st.sampled_from([json.dumps(stack_template), "{}", "Resources: 1"])),
     }
@@ -735,51 +1034,98 @@ def test_integer_longer_than_4300_digits(fmt):
     Was: JSON → ValueError from json.loads escaped read_template (`internal error` on the
     CLI, exception from lint_paths); YAML → ValueError from model.as_int in rule ALB002."""
     if fmt == "json":
-        text = ('{"Resources": {"Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", '
-                '"Properties": {"Port": %s, "Protocol": "HTTP"}}}}' % HUGE)
+        text = (
+            '{"Resources": {"Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", '
+            '"Properties": {"Port": %s, "Protocol": "HTTP"}}}}' % HUGE
+        )
     else:
-        text = ("Resources:\n  Tg:\n    Type: AWS::ElasticLoadBalancingV2::TargetGroup\n    Properties:\n"
-                "      Protocol: HTTP\n      TargetGroupAttributes:\n"
-                "        - Key: stickiness.enabled\n          Value: 'true'\n"
-                "        - Key: stickiness.lb_cookie.duration_seconds\n          Value: '%s'\n" % HUGE)
+        text = (
+            "Resources:\n  Tg:\n    Type: AWS::ElasticLoadBalancingV2::TargetGroup\n    Properties:\n"
+            "      Protocol: HTTP\n      TargetGroupAttributes:\n"
+            "        - Key: stickiness.enabled\n          Value: 'true'\n"
+            "        - Key: stickiness.lb_cookie.duration_seconds\n          Value: '%s'\n" % HUGE
+        )
     check_lints(None, (), raw_texts={fmt: text})
 
 
 @settings(max_examples=examples(40), **COMMON)
-@given(st.integers(min_value=4301, max_value=6000), st.sampled_from(["json", "yaml"]),
-       st.sampled_from(["Port", "duration", "timeout", "MaxSize", "Select"]))
+@given(
+    st.integers(min_value=4301, max_value=6000),
+    st.sampled_from(["json", "yaml"]),
+    st.sampled_from(["Port", "duration", "timeout", "MaxSize", "Select"]),
+)
 def test_huge_integers_anywhere(digits, fmt, where):
     number = "7" * digits
     if where == "Port":
         body = {"Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {"Port": "@N@"}}}
     elif where == "duration":
-        body = {"Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-            "Protocol": "HTTP", "TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": "true"},
-                                                          {"Key": "stickiness.lb_cookie.duration_seconds", "Value": "@N@"}]}}}
+        body = {
+            "Tg": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {
+                    "Protocol": "HTTP",
+                    "TargetGroupAttributes": [
+                        {"Key": "stickiness.enabled", "Value": "true"},
+                        {"Key": "stickiness.lb_cookie.duration_seconds", "Value": "@N@"},
+                    ],
+                },
+            }
+        }
     elif where == "timeout":
-        body = {"Gw": {"Type": "AWS::BedrockAgentCore::Gateway", "Properties": {
-            "ProtocolConfiguration": {"Mcp": {"SessionConfiguration": {"SessionTimeoutInSeconds": "@N@"}}}}}}
+        body = {
+            "Gw": {
+                "Type": "AWS::BedrockAgentCore::Gateway",
+                "Properties": {
+                    "ProtocolConfiguration": {"Mcp": {"SessionConfiguration": {"SessionTimeoutInSeconds": "@N@"}}}
+                },
+            }
+        }
     elif where == "MaxSize":
-        body = {"Asg": {"Type": "AWS::AutoScaling::AutoScalingGroup", "Properties": {
-            "MinSize": 1, "MaxSize": "@N@", "TargetGroupARNs": [{"Ref": "Tg"}]}},
-            "Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-                "Protocol": "HTTP", "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}]}}}
+        body = {
+            "Asg": {
+                "Type": "AWS::AutoScaling::AutoScalingGroup",
+                "Properties": {"MinSize": 1, "MaxSize": "@N@", "TargetGroupARNs": [{"Ref": "Tg"}]},
+            },
+            "Tg": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {"Protocol": "HTTP", "Tags": [{"Key": "llm-affinity:role", "Value": "inference"}]},
+            },
+        }
     else:
-        body = {"Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-            "Protocol": {"Fn::Select": ["@N@", ["HTTP", "TCP"]]}}}}
+        body = {
+            "Tg": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {"Protocol": {"Fn::Select": ["@N@", ["HTTP", "TCP"]]}},
+            }
+        }
     data = {"Resources": body}
     quoted = fmt == "yaml" and where in ("duration", "timeout", "MaxSize")
     text = dump(data, fmt).replace("'@N@'" if fmt == "yaml" else '"@N@"', f"'{number}'" if quoted else number)
     check_lints(None, (), raw_texts={fmt: text})
 
 
-NON_MAPPINGS = {"list": [], "string": "x", "null": None, "number": 7, "ref": {"Ref": "Nothing"},
-                "if": {"Fn::If": ["Undeclared", {}, []]}, "foo": {"Fn::Foo": {}}}
-MODELLED_TYPES = ["AWS::AutoScaling::AutoScalingGroup", "AWS::AutoScaling::LifecycleHook", "AWS::EC2::LaunchTemplate",
-                  "AWS::AutoScaling::LaunchConfiguration", "AWS::EC2::Instance",
-                  "AWS::ElasticLoadBalancingV2::TargetGroup", "AWS::ElasticLoadBalancingV2::LoadBalancer",
-                  "AWS::ElasticLoadBalancingV2::Listener", "AWS::ElasticLoadBalancingV2::ListenerRule",
-                  "AWS::BedrockAgentCore::Gateway", "AWS::CloudWatch::Alarm"]
+NON_MAPPINGS = {
+    "list": [],
+    "string": "x",
+    "null": None,
+    "number": 7,
+    "ref": {"Ref": "Nothing"},
+    "if": {"Fn::If": ["Undeclared", {}, []]},
+    "foo": {"Fn::Foo": {}},
+}
+MODELLED_TYPES = [
+    "AWS::AutoScaling::AutoScalingGroup",
+    "AWS::AutoScaling::LifecycleHook",
+    "AWS::EC2::LaunchTemplate",
+    "AWS::AutoScaling::LaunchConfiguration",
+    "AWS::EC2::Instance",
+    "AWS::ElasticLoadBalancingV2::TargetGroup",
+    "AWS::ElasticLoadBalancingV2::LoadBalancer",
+    "AWS::ElasticLoadBalancingV2::Listener",
+    "AWS::ElasticLoadBalancingV2::ListenerRule",
+    "AWS::BedrockAgentCore::Gateway",
+    "AWS::CloudWatch::Alarm",
+]
 
 
 @pytest.mark.parametrize("props", list(NON_MAPPINGS), ids=list(NON_MAPPINGS))
@@ -789,8 +1135,12 @@ def test_properties_that_are_not_a_mapping(rtype, props):
     resolve to a mapping (a list, null, `!Ref Nothing`, an `Fn::If` on an undeclared condition)
     made cfn.py raise KeyError('LaunchTemplate') — `_UnknownProps.__contains__` said yes to
     every key but `props[key]` was a plain dict lookup (cfn.py `_fleet`)."""
-    data = {"Resources": {"R": {"Type": rtype, "Properties": NON_MAPPINGS[props]},
-                          "Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {"Protocol": "HTTP"}}}}
+    data = {
+        "Resources": {
+            "R": {"Type": rtype, "Properties": NON_MAPPINGS[props]},
+            "Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {"Protocol": "HTTP"}},
+        }
+    }
     check_lints(data, ("json", "yaml-short"))
 
 
@@ -801,9 +1151,11 @@ def test_condition_that_uses_itself_through_fn_if():
     `_load_template` and reported as "nesting too deep to read" — a wrong "could not be
     read" error (exit 2) for a 7-line template. A circular condition is an error in the
     template; it must be UNKNOWN (or named as circular), and the file linted."""
-    text = ("Conditions:\n  A: !Equals [!If [A, x, y], x]\nResources:\n  Tg:\n"
-            "    Type: AWS::ElasticLoadBalancingV2::TargetGroup\n    Properties:\n"
-            "      Protocol: HTTP\n      Port: !If [A, 80, 81]\n")
+    text = (
+        "Conditions:\n  A: !Equals [!If [A, x, y], x]\nResources:\n  Tg:\n"
+        "    Type: AWS::ElasticLoadBalancingV2::TargetGroup\n    Properties:\n"
+        "      Protocol: HTTP\n      Port: !If [A, 80, 81]\n"
+    )
     check_lints(None, (), raw_texts={"yaml": text})
 
 
@@ -816,8 +1168,12 @@ def _condition_chain(depth: int, fanout: int, cyclic: bool) -> dict:
     return {
         "Parameters": {"Env": {"Type": "String", "Default": "prod", "AllowedValues": ["prod", "dev"]}},
         "Conditions": conditions,
-        "Resources": {"Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-            "Protocol": "HTTP", "Port": {"Fn::If": [f"C{depth}", 80, 81]}}}},
+        "Resources": {
+            "Tg": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {"Protocol": "HTTP", "Port": {"Fn::If": [f"C{depth}", 80, 81]}},
+            }
+        },
     }
 
 
@@ -826,15 +1182,19 @@ def _lint_within_5s(path, what: str):
     exponential time fails the test instead of stalling the suite; returns (process, seconds)."""
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-m", "llm_affinity", "lint", str(path), "--format", "json"],
-                              capture_output=True, text=True, timeout=5, env=dict(os.environ, NO_COLOR="1"))
+        proc = subprocess.run(
+            [sys.executable, "-m", "llm_affinity", "lint", str(path), "--format", "json"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            env=dict(os.environ, NO_COLOR="1"),
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"{what} did not finish in 5 s")
     return proc, time.perf_counter() - start
 
 
-@pytest.mark.parametrize("depth,fanout,cyclic", [(7, 10, False), (0, 12, True)],
-                         ids=["chain-7x10", "self-cycle-12"])
+@pytest.mark.parametrize("depth,fanout,cyclic", [(7, 10, False), (0, 12, True)], ids=["chain-7x10", "self-cycle-12"])
 def test_condition_graphs_stay_fast(depth, fanout, cyclic, tmp_path):
     """Conditions referring to conditions were evaluated without memoisation: the cost was
     fanout ** depth. A 9-line valid template (chain-7x10) took 20–30 s; a self-referencing
@@ -853,8 +1213,13 @@ def test_yaml_alias_expansion_is_bounded(tmp_path):
     expands to 10**7 nodes: the reader converted every alias occurrence, so lint took ~5 s
     here, and every further level multiplied time and memory by ten. CloudFormation rejects YAML aliases anyway (cfn-lint
     W1101): a one-line refusal or a bounded expansion would both be fine."""
-    lines = ["Resources:", "  Topic:", "    Type: AWS::SNS::Topic", "    Metadata:",
-             "      l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines = [
+        "Resources:",
+        "  Topic:",
+        "    Type: AWS::SNS::Topic",
+        "    Metadata:",
+        "      l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]",
+    ]
     lines += [f"      l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 7)]
     path = tmp_path / "aliases.yaml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

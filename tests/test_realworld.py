@@ -23,7 +23,9 @@ def test_the_set_is_large_varied_and_recorded():
     assert len(MANIFEST) >= 30
     assert {p.name for p in (HERE / "templates").iterdir()} == {t["file"] for t in MANIFEST}
     covers = collections.Counter(c for t in MANIFEST for c in t["covers"])
-    assert covers["gpu"] >= 5 and covers["ecs"] >= 10 and covers["asg"] >= 10 and covers["alb"] >= 8 and covers["nlb"] >= 1
+    assert (
+        covers["gpu"] >= 5 and covers["ecs"] >= 10 and covers["asg"] >= 10 and covers["alb"] >= 8 and covers["nlb"] >= 1
+    )
     for t in MANIFEST:
         assert t["license"] in PERMISSIVE, t["file"]
         assert len(t["commit"]) == 40 and t["repository"].count("/") == 1 and t["path"]
@@ -35,8 +37,9 @@ def test_the_set_is_large_varied_and_recorded():
 def test_outcome_judged_by_hand(entry):
     report = lint_paths([str(HERE / "templates" / entry["file"])])
     assert not report.errors
-    findings = {f"{k[0]} {k[1]}": n for k, n in collections.Counter(
-        (f.rule.id, f.resource.id) for f in report.findings).items()}
+    findings = {
+        f"{k[0]} {k[1]}": n for k, n in collections.Counter((f.rule.id, f.resource.id) for f in report.findings).items()
+    }
     assert findings == entry["expected"]["findings"]
     assert sorted([u.rule.id, u.resource.id, u.value] for u in report.unknown) == sorted(entry["expected"]["unknown"])
 

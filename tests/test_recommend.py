@@ -50,25 +50,28 @@ def _wl(**keys) -> Workload:
     return from_mapping(keys, "test")
 
 
-@pytest.mark.parametrize("keys,row,needle", [
-    ({}, "alb_lb_cookie", "ALB duration cookie"),
-    ({"protocol": "tcp"}, "nlb_source_ip", "flow hash"),
-    ({"protocol": "tcp", "clients_behind_nat": 0.3, "nat_addresses": 2}, "alb_lb_cookie", "NAT"),
-    ({"protocol": "tcp", "ip_churn": 0.05}, "alb_lb_cookie", "changing IPs"),
-    ({"protocol": "tcp", "ip_churn": 0.05, "app_session_ids": True}, "alb_app_cookie", "application"),
-    ({"app_session_ids": True}, "alb_app_cookie", "own session id"),
-    ({"serving_stack": "ray_serve"}, "ray_prefix_aware", "Ray Serve"),
-    ({"serving_stack": "ray_serve", "engine": "sglang"}, "ray_prefix_aware", "Ray Serve"),
-    ({"engine": "sglang"}, "sglang_cache_aware", "SGLang"),
-    ({"regions": 2}, "lmcache_shared_kv", "2 regions"),
-    ({"instance_churn_per_hour": 4, "instances": 4, "turns": 30}, "lmcache_shared_kv", "13% chance to lose"),
-    ({"instance_churn_per_hour": 0.1, "instances": 4, "turns": 5}, "alb_lb_cookie", "ALB"),
-    ({"instance_churn_per_hour": 1, "instances": 8, "turns": 5}, "lmcache_shared_kv", "frequent restarts"),
-    ({"instance_churn_per_hour": 0.9, "instances": 8, "turns": 5}, "alb_lb_cookie", "ALB"),
-    ({"kv_capacity_tokens": 20000, "turns": 20}, "lmcache_shared_kv", "contexts up to"),
-    ({"kv_capacity_tokens": 0, "turns": 200}, "alb_lb_cookie", "ALB"),
-    ({"system_tokens": 6000, "kv_capacity_tokens": 20000, "turns": 2}, "lmcache_shared_kv", "system prompt 6,000"),
-])
+@pytest.mark.parametrize(
+    "keys,row,needle",
+    [
+        ({}, "alb_lb_cookie", "ALB duration cookie"),
+        ({"protocol": "tcp"}, "nlb_source_ip", "flow hash"),
+        ({"protocol": "tcp", "clients_behind_nat": 0.3, "nat_addresses": 2}, "alb_lb_cookie", "NAT"),
+        ({"protocol": "tcp", "ip_churn": 0.05}, "alb_lb_cookie", "changing IPs"),
+        ({"protocol": "tcp", "ip_churn": 0.05, "app_session_ids": True}, "alb_app_cookie", "application"),
+        ({"app_session_ids": True}, "alb_app_cookie", "own session id"),
+        ({"serving_stack": "ray_serve"}, "ray_prefix_aware", "Ray Serve"),
+        ({"serving_stack": "ray_serve", "engine": "sglang"}, "ray_prefix_aware", "Ray Serve"),
+        ({"engine": "sglang"}, "sglang_cache_aware", "SGLang"),
+        ({"regions": 2}, "lmcache_shared_kv", "2 regions"),
+        ({"instance_churn_per_hour": 4, "instances": 4, "turns": 30}, "lmcache_shared_kv", "13% chance to lose"),
+        ({"instance_churn_per_hour": 0.1, "instances": 4, "turns": 5}, "alb_lb_cookie", "ALB"),
+        ({"instance_churn_per_hour": 1, "instances": 8, "turns": 5}, "lmcache_shared_kv", "frequent restarts"),
+        ({"instance_churn_per_hour": 0.9, "instances": 8, "turns": 5}, "alb_lb_cookie", "ALB"),
+        ({"kv_capacity_tokens": 20000, "turns": 20}, "lmcache_shared_kv", "contexts up to"),
+        ({"kv_capacity_tokens": 0, "turns": 200}, "alb_lb_cookie", "ALB"),
+        ({"system_tokens": 6000, "kv_capacity_tokens": 20000, "turns": 2}, "lmcache_shared_kv", "system prompt 6,000"),
+    ],
+)
 def test_decision_table_rows(keys, row, needle):
     choice, reason, alternatives = decide(_wl(**keys))
     assert choice == row
@@ -90,14 +93,20 @@ def test_every_rule_named_exists_in_the_registry():
         assert ids and all(i in REGISTRY for i in ids), row
 
 
-@pytest.mark.parametrize("keys,expected", [
-    ({"cookie_duration_s": 1800}, "AlbStickiness.duration(Duration.seconds(1800))"),
-    ({"app_session_ids": True, "cookie_duration_s": 600}, 'AlbStickiness.app_cookie("llm_session", ttl=Duration.seconds(600)'),
-    ({"protocol": "tcp", "instances": 3}, 'StickyNlbFront(self, "Front", fleet=fleet)'),
-    ({"serving_stack": "ray_serve"}, "ray.serve.llm.request_router.PrefixCacheAffinityRouter"),
-    ({"engine": "sglang"}, "--policy cache_aware"),
-    ({"regions": 2}, "LMCacheConnectorV1"),
-])
+@pytest.mark.parametrize(
+    "keys,expected",
+    [
+        ({"cookie_duration_s": 1800}, "AlbStickiness.duration(Duration.seconds(1800))"),
+        (
+            {"app_session_ids": True, "cookie_duration_s": 600},
+            'AlbStickiness.app_cookie("llm_session", ttl=Duration.seconds(600)',
+        ),
+        ({"protocol": "tcp", "instances": 3}, 'StickyNlbFront(self, "Front", fleet=fleet)'),
+        ({"serving_stack": "ray_serve"}, "ray.serve.llm.request_router.PrefixCacheAffinityRouter"),
+        ({"engine": "sglang"}, "--policy cache_aware"),
+        ({"regions": 2}, "LMCacheConnectorV1"),
+    ],
+)
 def test_construct_snippet_builds_the_choice(keys, expected):
     doc = recommend(_wl(sessions=10, turns=2, **keys))
     assert expected in doc["construct"]
@@ -117,8 +126,16 @@ def test_saturated_fleet_is_said_in_the_reason():
 def test_text_output_has_every_part(capsys):
     code, out, _ = rec(capsys, str(EXAMPLES / "agentcore_gateway_sessions.yaml"), "text")
     assert code == 0
-    for part in ("choice: alb_lb_cookie", "tool layer: agentcore_gateway_sessions", "alternatives:", "simulated:",
-                 "construct:", "StickyAlbFront", "rules its templates must pass", "GW003"):
+    for part in (
+        "choice: alb_lb_cookie",
+        "tool layer: agentcore_gateway_sessions",
+        "alternatives:",
+        "simulated:",
+        "construct:",
+        "StickyAlbFront",
+        "rules its templates must pass",
+        "GW003",
+    ):
         assert part in out, part
 
 

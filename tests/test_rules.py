@@ -8,135 +8,86 @@ import collections
 import textwrap
 
 import pytest
+from conftest import RULE_FIXTURES
 
-from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.lint import lint_paths
 from llm_affinity.checks.rules import REGISTRY, Settings, all_rules
 from llm_affinity.checks.rules.base import FAILURE_MODES, LAYERS, SEVERITIES
-
-from conftest import RULE_FIXTURES
+from llm_affinity.checks.runner import evaluate
 
 RULE_IDS = [r.id for r in all_rules()]
 EXPECTED_IDS = (
-    [f"ALB{n:03d}" for n in range(1, 12)] + [f"NLB{n:03d}" for n in range(1, 4)]
-    + [f"FLEET{n:03d}" for n in range(1, 9)] + [f"GW{n:03d}" for n in range(1, 5)] + ["SUP001"]
+    [f"ALB{n:03d}" for n in range(1, 12)]
+    + [f"NLB{n:03d}" for n in range(1, 4)]
+    + [f"FLEET{n:03d}" for n in range(1, 9)]
+    + [f"GW{n:03d}" for n in range(1, 5)]
+    + ["SUP001"]
 )
 _N = "number of instances (Auto Scaling group MaxSize, ECS DesiredCount or targets)"
 
 #: fixture → ({(rule, resource): count of findings}, [(rule, resource, unknown value)], [suppressed]),
 #: judged by hand.
 EXPECTED = {
-    'ALB001_fail': ({('ALB001', 'Tg'): 1},
-        []),
-    'ALB001_pass': ({},
-        []),
-    'ALB002_fail': ({('ALB002', 'AppTg'): 1, ('ALB002', 'Tg'): 1},
-        []),
-    'ALB002_pass': ({},
-        []),
-    'ALB003_fail': ({('ALB003', 'MissingName'): 1, ('ALB003', 'ReservedName'): 1},
-        []),
-    'ALB003_pass': ({},
-        []),
-    'ALB004_fail': ({('ALB004', 'MitigationWithoutWeightedRandom'): 1, ('ALB004', 'StickyWeightedRandom'): 1},
-        []),
-    'ALB004_pass': ({},
-        []),
-    'ALB005_fail': ({('ALB005', 'Listener'): 1},
-        []),
-    'ALB005_pass': ({},
-        []),
-    'ALB006_fail': ({('ALB006', 'Blue'): 1},
-        []),
-    'ALB006_pass': ({},
-        []),
-    'ALB007_fail': ({('ALB007', 'NoDuration'): 1, ('ALB007', 'TooLong'): 1},
-        []),
-    'ALB007_pass': ({},
-        []),
-    'ALB008_fail': ({('ALB008', 'CookieOnTcp'): 1, ('ALB008', 'GwlbTypeOnTcp'): 1, ('ALB008', 'SourceIpOnHttp'): 1},
-        []),
-    'ALB008_pass': ({},
-        []),
-    'ALB009_fail': ({('ALB009', 'Alb'): 1, ('FLEET005', 'Tg'): 1},
-        [('FLEET001', 'Tg', _N)]),
-    'ALB009_pass': ({('ALB010', 'Alb'): 1, ('FLEET005', 'Tg'): 1},
-        [('FLEET001', 'Tg', _N)]),
-    'ALB010_fail': ({('ALB010', 'Alb'): 1, ('FLEET005', 'Tg'): 1},
-        [('FLEET001', 'Tg', _N)]),
-    'ALB010_pass': ({('FLEET005', 'Tg'): 1},
-        [('FLEET001', 'Tg', _N)]),
-    'ALB011_fail': ({('ALB011', 'ShortAppCookie'): 1, ('ALB011', 'ShortLbCookie'): 1},
-        []),
-    'ALB011_pass': ({},
-        []),
-    'FLEET001_fail': ({('FLEET001', 'Tg'): 1, ('FLEET005', 'Asg'): 1, ('FLEET007', 'Asg'): 1, ('FLEET008', 'Asg'): 2},
-        []),
-    'FLEET001_pass': ({('FLEET005', 'Asg'): 1, ('FLEET007', 'Asg'): 1, ('FLEET008', 'Asg'): 2},
-        []),
-    'FLEET002_fail': ({('FLEET002', 'Tg'): 1, ('FLEET005', 'Tg'): 1},
-        [('FLEET001', 'Tg', _N)]),
-    'FLEET002_pass': ({('FLEET004', 'Tg'): 1, ('FLEET005', 'Tg'): 1},
-        []),
-    'FLEET003_fail': ({('FLEET003', 'Lt'): 1},
-        []),
-    'FLEET003_pass': ({},
-        []),
-    'FLEET004_fail': ({('FLEET004', 'Tg'): 1, ('FLEET005', 'Tg'): 1},
-        []),
-    'FLEET004_pass': ({('FLEET005', 'Tg'): 1},
-        []),
-    'FLEET005_fail': ({('FLEET005', 'Asg'): 1, ('FLEET007', 'Asg'): 1, ('FLEET008', 'Asg'): 2},
-        []),
-    'FLEET005_pass': ({('FLEET007', 'Asg'): 1, ('FLEET008', 'Asg'): 2},
-        []),
-    'FLEET006_fail': ({('FLEET004', 'Tg'): 1, ('FLEET005', 'Tg'): 1, ('FLEET006', 'Tg'): 1},
-        []),
-    'FLEET006_pass': ({('FLEET004', 'Tg'): 1, ('FLEET005', 'Tg'): 1},
-        []),
-    'FLEET007_fail': ({('FLEET005', 'Asg'): 1, ('FLEET007', 'Asg'): 1, ('FLEET008', 'Asg'): 2},
-        []),
-    'FLEET007_pass': ({('FLEET005', 'Asg'): 1, ('FLEET008', 'Asg'): 2},
-        []),
-    'FLEET008_fail': ({('FLEET005', 'Asg'): 1, ('FLEET007', 'Asg'): 1, ('FLEET008', 'Asg'): 1},
-        []),
-    'FLEET008_pass': ({('FLEET005', 'Asg'): 1, ('FLEET007', 'Asg'): 1},
-        []),
-    'GW001_fail': ({('GW001', 'Gateway'): 1},
-        []),
-    'GW001_pass': ({},
-        []),
-    'GW002_fail': ({('GW002', 'Gateway'): 1},
-        []),
-    'GW002_pass': ({},
-        []),
-    'GW003_fail': ({('FLEET005', 'Tg'): 1, ('GW003', 'Gateway'): 1},
-        [('FLEET001', 'Tg', _N)]),
-    'GW003_pass': ({('FLEET004', 'Tg'): 1, ('FLEET005', 'Tg'): 1},
-        []),
-    'GW004_fail': ({('FLEET004', 'Tg'): 1, ('FLEET005', 'Tg'): 1, ('GW004', 'Gateway'): 1},
-        []),
-    'GW004_pass': ({('FLEET004', 'Tg'): 1, ('FLEET005', 'Tg'): 1},
-        []),
-    'NLB001_fail': ({('NLB001', 'Tg'): 1},
-        []),
-    'NLB001_pass': ({},
-        []),
-    'NLB002_fail': ({('FLEET005', 'Asg'): 1, ('FLEET007', 'Asg'): 1, ('FLEET008', 'Asg'): 2, ('NLB002', 'Tg'): 1},
-        []),
-    'NLB002_pass': ({('FLEET005', 'Asg'): 1, ('FLEET007', 'Asg'): 1, ('FLEET008', 'Asg'): 2},
-        []),
-    'NLB003_fail': ({('FLEET005', 'Asg'): 1, ('FLEET007', 'Asg'): 1, ('FLEET008', 'Asg'): 2, ('NLB003', 'Tg'): 1},
-        []),
-    'NLB003_pass': ({('FLEET005', 'Asg'): 1, ('FLEET007', 'Asg'): 1, ('FLEET008', 'Asg'): 2},
-        []),
-    'SUP001_fail': ({('SUP001', 'Tg'): 1},
+    "ALB001_fail": ({("ALB001", "Tg"): 1}, []),
+    "ALB001_pass": ({}, []),
+    "ALB002_fail": ({("ALB002", "AppTg"): 1, ("ALB002", "Tg"): 1}, []),
+    "ALB002_pass": ({}, []),
+    "ALB003_fail": ({("ALB003", "MissingName"): 1, ("ALB003", "ReservedName"): 1}, []),
+    "ALB003_pass": ({}, []),
+    "ALB004_fail": ({("ALB004", "MitigationWithoutWeightedRandom"): 1, ("ALB004", "StickyWeightedRandom"): 1}, []),
+    "ALB004_pass": ({}, []),
+    "ALB005_fail": ({("ALB005", "Listener"): 1}, []),
+    "ALB005_pass": ({}, []),
+    "ALB006_fail": ({("ALB006", "Blue"): 1}, []),
+    "ALB006_pass": ({}, []),
+    "ALB007_fail": ({("ALB007", "NoDuration"): 1, ("ALB007", "TooLong"): 1}, []),
+    "ALB007_pass": ({}, []),
+    "ALB008_fail": (
+        {("ALB008", "CookieOnTcp"): 1, ("ALB008", "GwlbTypeOnTcp"): 1, ("ALB008", "SourceIpOnHttp"): 1},
         [],
-        [('ALB003', 'Tg')]),
-    'SUP001_pass': ({},
+    ),
+    "ALB008_pass": ({}, []),
+    "ALB009_fail": ({("ALB009", "Alb"): 1, ("FLEET005", "Tg"): 1}, [("FLEET001", "Tg", _N)]),
+    "ALB009_pass": ({("ALB010", "Alb"): 1, ("FLEET005", "Tg"): 1}, [("FLEET001", "Tg", _N)]),
+    "ALB010_fail": ({("ALB010", "Alb"): 1, ("FLEET005", "Tg"): 1}, [("FLEET001", "Tg", _N)]),
+    "ALB010_pass": ({("FLEET005", "Tg"): 1}, [("FLEET001", "Tg", _N)]),
+    "ALB011_fail": ({("ALB011", "ShortAppCookie"): 1, ("ALB011", "ShortLbCookie"): 1}, []),
+    "ALB011_pass": ({}, []),
+    "FLEET001_fail": (
+        {("FLEET001", "Tg"): 1, ("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2},
         [],
-        [('ALB003', 'Tg')]),
-
+    ),
+    "FLEET001_pass": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
+    "FLEET002_fail": ({("FLEET002", "Tg"): 1, ("FLEET005", "Tg"): 1}, [("FLEET001", "Tg", _N)]),
+    "FLEET002_pass": ({("FLEET004", "Tg"): 1, ("FLEET005", "Tg"): 1}, []),
+    "FLEET003_fail": ({("FLEET003", "Lt"): 1}, []),
+    "FLEET003_pass": ({}, []),
+    "FLEET004_fail": ({("FLEET004", "Tg"): 1, ("FLEET005", "Tg"): 1}, []),
+    "FLEET004_pass": ({("FLEET005", "Tg"): 1}, []),
+    "FLEET005_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
+    "FLEET005_pass": ({("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
+    "FLEET006_fail": ({("FLEET004", "Tg"): 1, ("FLEET005", "Tg"): 1, ("FLEET006", "Tg"): 1}, []),
+    "FLEET006_pass": ({("FLEET004", "Tg"): 1, ("FLEET005", "Tg"): 1}, []),
+    "FLEET007_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
+    "FLEET007_pass": ({("FLEET005", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
+    "FLEET008_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 1}, []),
+    "FLEET008_pass": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1}, []),
+    "GW001_fail": ({("GW001", "Gateway"): 1}, []),
+    "GW001_pass": ({}, []),
+    "GW002_fail": ({("GW002", "Gateway"): 1}, []),
+    "GW002_pass": ({}, []),
+    "GW003_fail": ({("FLEET005", "Tg"): 1, ("GW003", "Gateway"): 1}, [("FLEET001", "Tg", _N)]),
+    "GW003_pass": ({("FLEET004", "Tg"): 1, ("FLEET005", "Tg"): 1}, []),
+    "GW004_fail": ({("FLEET004", "Tg"): 1, ("FLEET005", "Tg"): 1, ("GW004", "Gateway"): 1}, []),
+    "GW004_pass": ({("FLEET004", "Tg"): 1, ("FLEET005", "Tg"): 1}, []),
+    "NLB001_fail": ({("NLB001", "Tg"): 1}, []),
+    "NLB001_pass": ({}, []),
+    "NLB002_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2, ("NLB002", "Tg"): 1}, []),
+    "NLB002_pass": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
+    "NLB003_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2, ("NLB003", "Tg"): 1}, []),
+    "NLB003_pass": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
+    "SUP001_fail": ({("SUP001", "Tg"): 1}, [], [("ALB003", "Tg")]),
+    "SUP001_pass": ({}, [], [("ALB003", "Tg")]),
 }
 
 
@@ -197,10 +148,22 @@ def test_layers():
 
 def test_severities_match_rules_md():
     expected = {
-        "ALB009": "warning", "ALB010": "info", "ALB011": "warning", "NLB002": "warning", "NLB003": "warning",
-        "FLEET001": "warning", "FLEET002": "info", "FLEET003": "error", "FLEET004": "warning",
-        "FLEET005": "info", "FLEET006": "warning", "FLEET007": "info", "FLEET008": "warning",
-        "GW003": "warning", "GW004": "info", "SUP001": "warning",
+        "ALB009": "warning",
+        "ALB010": "info",
+        "ALB011": "warning",
+        "NLB002": "warning",
+        "NLB003": "warning",
+        "FLEET001": "warning",
+        "FLEET002": "info",
+        "FLEET003": "error",
+        "FLEET004": "warning",
+        "FLEET005": "info",
+        "FLEET006": "warning",
+        "FLEET007": "info",
+        "FLEET008": "warning",
+        "GW003": "warning",
+        "GW004": "info",
+        "SUP001": "warning",
     }
     for rule_id in EXPECTED_IDS:
         assert REGISTRY[rule_id].severity == expected.get(rule_id, "error"), rule_id
@@ -223,7 +186,10 @@ def test_alb011_threshold_is_a_setting():
     lowered = lint_paths([path], settings=Settings(min_cookie_duration=60))
     assert [(f.rule.id, f.resource.id) for f in lowered.findings] == [("ALB011", "ShortLbCookie")]
     raised = lint_paths([str(_fixture("ALB011_pass"))], settings=Settings(min_cookie_duration=3601))
-    assert sorted(f.resource.id for f in raised.findings if f.rule.id == "ALB011") == ["HourLbCookie", "ThresholdAppCookie"]
+    assert sorted(f.resource.id for f in raised.findings if f.rule.id == "ALB011") == [
+        "HourLbCookie",
+        "ThresholdAppCookie",
+    ]
     assert "routed anew" in lowered.findings[0].message and "30 s" in lowered.findings[0].message
 
 
@@ -257,14 +223,29 @@ def test_values_the_api_rejects_are_findings_of_the_rule_owning_the_key(write):
     report = lint_paths([write("invalid.yaml", INVALID_VALUES)])
     got = sorted((f.rule.id, f.resource.id, f.message) for f in report.findings)
     assert got == [
-        ("ALB001", "Tg", "load_balancing.cross_zone.enabled='maybe' is not a value the API accepts "
-                         "(expected true | false | use_load_balancer_configuration)"),
-        ("ALB004", "Tg", "load_balancing.algorithm.type='fastest' is not a value the API accepts "
-                         "(expected round_robin | least_outstanding_requests | weighted_random)"),
-        ("ALB007", "Listener", "TargetGroupStickinessConfig.Enabled='yes' is not a value the API accepts "
-                               "(expected true or false)"),
+        (
+            "ALB001",
+            "Tg",
+            "load_balancing.cross_zone.enabled='maybe' is not a value the API accepts "
+            "(expected true | false | use_load_balancer_configuration)",
+        ),
+        (
+            "ALB004",
+            "Tg",
+            "load_balancing.algorithm.type='fastest' is not a value the API accepts "
+            "(expected round_robin | least_outstanding_requests | weighted_random)",
+        ),
+        (
+            "ALB007",
+            "Listener",
+            "TargetGroupStickinessConfig.Enabled='yes' is not a value the API accepts (expected true or false)",
+        ),
         ("ALB008", "Tg", "stickiness.enabled='1' is not a value the API accepts (expected true or false)"),
-        ("ALB008", "Tg", "stickiness.type='sticky_cookie' is not a stickiness type (lb_cookie, app_cookie, source_ip, ...)"),
+        (
+            "ALB008",
+            "Tg",
+            "stickiness.type='sticky_cookie' is not a stickiness type (lb_cookie, app_cookie, source_ip, ...)",
+        ),
     ]
     assert report.unknown == []
 
@@ -274,13 +255,25 @@ def _live_fleet_model(alarm_region: str):
     from llm_affinity.checks.model import Alarm, Candidate, Fleet, LaunchSpec, Location, Model
 
     model = Model(scope="aws:123456789012")
-    model.fleets.append(Fleet("arn:asg", Location("arn:asg", "AWS::AutoScaling::AutoScalingGroup", region="us-east-1"),
-                              max_size=4, health_check_type="ELB", health_check_grace_period=600,
-                              target_group_ids=["arn:tg"],
-                              lifecycle_transitions=["autoscaling:EC2_INSTANCE_TERMINATING"],
-                              launch=LaunchSpec(instance_types=[Candidate("g5.xlarge")])))
-    model.alarms.append(Alarm("arn:alarm", Location("arn:alarm", "AWS::CloudWatch::Alarm", region=alarm_region),
-                              watches=["vllm_num_requests_waiting"]))
+    model.fleets.append(
+        Fleet(
+            "arn:asg",
+            Location("arn:asg", "AWS::AutoScaling::AutoScalingGroup", region="us-east-1"),
+            max_size=4,
+            health_check_type="ELB",
+            health_check_grace_period=600,
+            target_group_ids=["arn:tg"],
+            lifecycle_transitions=["autoscaling:EC2_INSTANCE_TERMINATING"],
+            launch=LaunchSpec(instance_types=[Candidate("g5.xlarge")]),
+        )
+    )
+    model.alarms.append(
+        Alarm(
+            "arn:alarm",
+            Location("arn:alarm", "AWS::CloudWatch::Alarm", region=alarm_region),
+            watches=["vllm_num_requests_waiting"],
+        )
+    )
     return finish(model)
 
 
@@ -301,8 +294,8 @@ def test_fleet005_silent_when_alarms_could_not_be_read():
 def test_reports_list_only_the_rules_that_ran():
     from xml.etree import ElementTree as ET
 
-    from llm_affinity.checks.runner import select_rules
     from llm_affinity.checks.report import render_junit, to_sarif_dict
+    from llm_affinity.checks.runner import select_rules
 
     report = lint_paths([str(_fixture("ALB011_fail"))], ignore=["ALB011", "FLEET005"])
     assert [r.id for r in report.rules] == [r for r in EXPECTED_IDS if r not in ("ALB011", "FLEET005")]
@@ -321,9 +314,12 @@ def test_cli_min_cookie_duration():
     from conftest import lint_json, run_cli
 
     code, data = lint_json(str(_fixture("ALB011_fail")), "--min-cookie-duration", "60")
-    assert code == 1 and [(f["rule_id"], f["resource"]["id"]) for f in data["findings"]] == [("ALB011", "ShortLbCookie")]
+    assert code == 1 and [(f["rule_id"], f["resource"]["id"]) for f in data["findings"]] == [
+        ("ALB011", "ShortLbCookie")
+    ]
     code, data = lint_json(str(_fixture("ALB011_pass")), "--min-cookie-duration", "7200", "--fail-on", "error")
     assert code == 0 and sorted(f["resource"]["id"] for f in data["findings"]) == ["HourLbCookie", "ThresholdAppCookie"]
     bad = run_cli("lint", str(_fixture("ALB011_pass")), "--min-cookie-duration", "0")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == (
-        "llm-affinity: --min-cookie-duration must be between 1 and 604800 seconds")
+        "llm-affinity: --min-cookie-duration must be between 1 and 604800 seconds"
+    )

@@ -10,19 +10,26 @@ import textwrap
 from llm_affinity.checks.lint import lint_paths
 from llm_affinity.checks.sources.inputs import load_paths
 
-_TYPES = ", ".join(["t3.micro", "t3.small", "m5.large", "c5.xlarge", "r5.large"] * 10
-                   + ["p3.2xlarge", "g4dn.xlarge", "g5.2xlarge", "c6i.large", "m6i.large", "m7i.large", "t3.large"])
+_TYPES = ", ".join(
+    ["t3.micro", "t3.small", "m5.large", "c5.xlarge", "r5.large"] * 10
+    + ["p3.2xlarge", "g4dn.xlarge", "g5.2xlarge", "c6i.large", "m6i.large", "m7i.large", "t3.large"]
+)
 
 
 def _outcome(path):
     report = lint_paths([path])
     assert not report.errors
-    return (dict(collections.Counter((f.rule.id, f.resource.id) for f in report.findings)),
-            sorted((u.rule.id, u.resource.id, u.value) for u in report.unknown), report)
+    return (
+        dict(collections.Counter((f.rule.id, f.resource.id) for f in report.findings)),
+        sorted((u.rule.id, u.resource.id, u.value) for u in report.unknown),
+        report,
+    )
 
 
 def test_gpu_group_attached_to_nothing_gets_no_fleet_finding(write):
-    path = write("training.yaml", textwrap.dedent("""\
+    path = write(
+        "training.yaml",
+        textwrap.dedent("""\
         Resources:
           Lt:
             Type: AWS::EC2::LaunchTemplate
@@ -33,7 +40,8 @@ def test_gpu_group_attached_to_nothing_gets_no_fleet_finding(write):
               MinSize: 0
               MaxSize: 8
               LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: !GetAtt Lt.LatestVersionNumber}
-        """))
+        """),
+    )
     findings, unknown, report = _outcome(path)
     assert findings == {} and unknown == []
     (model,) = load_paths([path]).models
@@ -41,7 +49,9 @@ def test_gpu_group_attached_to_nothing_gets_no_fleet_finding(write):
 
 
 def test_instance_type_with_57_allowed_values_is_resolved_and_the_branch_named(write):
-    path = write("t.yaml", textwrap.dedent(f"""\
+    path = write(
+        "t.yaml",
+        textwrap.dedent(f"""\
         Parameters:
           InstanceType:
             Type: String
@@ -69,17 +79,22 @@ def test_instance_type_with_57_allowed_values_is_resolved_and_the_branch_named(w
               HealthCheckGracePeriod: 600
               TargetGroupARNs: [!Ref Tg]
               LaunchTemplate: {{LaunchTemplateId: !Ref Lt, Version: "1"}}
-        """))
+        """),
+    )
     findings, unknown, report = _outcome(path)
     assert findings == {("FLEET001", "Tg"): 1, ("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1}
     assert unknown == []
     fleet001 = next(f for f in report.findings if f.rule.id == "FLEET001")
-    assert fleet001.message.endswith("(when parameter InstanceType = 'p3.2xlarge' or parameter InstanceType = "
-                                     "'g4dn.xlarge' or parameter InstanceType = 'g5.2xlarge')")
+    assert fleet001.message.endswith(
+        "(when parameter InstanceType = 'p3.2xlarge' or parameter InstanceType = "
+        "'g4dn.xlarge' or parameter InstanceType = 'g5.2xlarge')"
+    )
 
 
 def test_instance_type_that_cannot_resolve_is_listed(write):
-    path = write("t.yaml", textwrap.dedent("""\
+    path = write(
+        "t.yaml",
+        textwrap.dedent("""\
         Parameters:
           InstanceType: {Type: String}
         Resources:
@@ -92,7 +107,8 @@ def test_instance_type_that_cannot_resolve_is_listed(write):
           Lc:
             Type: AWS::AutoScaling::LaunchConfiguration
             Properties: {ImageId: ami-1, InstanceType: !Ref InstanceType}
-        """))
+        """),
+    )
     findings, unknown, _ = _outcome(path)
     assert findings == {} and unknown == [("FLEET001", "Asg", "InstanceType")]
 
@@ -186,16 +202,20 @@ def test_vllm_ecs_service_behind_a_non_sticky_target_group(write):
 
 def test_gpu_task_and_gpu_capacity_provider_count_too(write):
     indent = " " * (ECS.index("Image:") - ECS.rindex("\n", 0, ECS.index("Image:")) - 1)
-    gpu_task = ECS.replace("Image: vllm/vllm-openai:v0.6.3", "Image: my/model-server:1\n"
-                           f"{indent}ResourceRequirements: [{{Type: GPU, Value: '1'}}]")
+    gpu_task = ECS.replace(
+        "Image: vllm/vllm-openai:v0.6.3",
+        f"Image: my/model-server:1\n{indent}ResourceRequirements: [{{Type: GPU, Value: '1'}}]",
+    )
     path = write("gpu-task.yaml", gpu_task)
     (model,) = load_paths([path]).models
     assert model.target_groups[0].serving.reason == "ECS service Service: task definition Task reserves GPUs"
     gpu_capacity = ECS.replace("Image: vllm/vllm-openai:v0.6.3", "Image: my/model-server:1").replace(
-        "InstanceType: m5.large", "InstanceType: g6.12xlarge")
+        "InstanceType: m5.large", "InstanceType: g6.12xlarge"
+    )
     (model,) = load_paths([write("gpu-cap.yaml", gpu_capacity)]).models
     assert model.target_groups[0].serving.reason == (
-        "ECS service Service: capacity provider Auto Scaling group Capacity: accelerator instance type g6.12xlarge")
+        "ECS service Service: capacity provider Auto Scaling group Capacity: accelerator instance type g6.12xlarge"
+    )
     assert model.fleets[0].serving is None  # ECS capacity: not registered in a target group
     plain = ECS.replace("Image: vllm/vllm-openai:v0.6.3", "Image: nginx:1.27")
     findings, unknown, _ = _outcome(write("plain.yaml", plain))
@@ -203,9 +223,13 @@ def test_gpu_task_and_gpu_capacity_provider_count_too(write):
 
 
 def test_sglang_and_tgi_user_data(write):
-    for command, name in (("python3 -m sglang.launch_server --model-path m", "SGLang"),
-                          ("docker run ghcr.io/huggingface/text-generation-inference:2.4 --model-id m", "TGI")):
-        path = write(f"{name}.yaml", textwrap.dedent(f"""\
+    for command, name in (
+        ("python3 -m sglang.launch_server --model-path m", "SGLang"),
+        ("docker run ghcr.io/huggingface/text-generation-inference:2.4 --model-id m", "TGI"),
+    ):
+        path = write(
+            f"{name}.yaml",
+            textwrap.dedent(f"""\
             Resources:
               Tg:
                 Type: AWS::ElasticLoadBalancingV2::TargetGroup
@@ -223,7 +247,8 @@ def test_sglang_and_tgi_user_data(write):
                   MaxSize: 2
                   TargetGroupARNs: [!Ref Tg]
                   LaunchTemplate: {{LaunchTemplateId: !Ref Lt, Version: "1"}}
-            """))
+            """),
+        )
         (model,) = load_paths([path]).models
         assert model.fleets[0].serving.reason == f"user data starts {name}"
 
@@ -233,7 +258,10 @@ def test_gzip_user_data_is_read_in_templates_as_in_accounts(write):
     import gzip
 
     encoded = base64.b64encode(gzip.compress(b"#!/bin/bash\nvllm serve m --no-enable-prefix-caching\n")).decode()
-    path = write("t.json", '{"Resources": {"I": {"Type": "AWS::EC2::Instance", "Properties": '
-                           '{"InstanceType": "g5.xlarge", "UserData": "%s"}}}}' % encoded)
+    path = write(
+        "t.json",
+        '{"Resources": {"I": {"Type": "AWS::EC2::Instance", "Properties": '
+        '{"InstanceType": "g5.xlarge", "UserData": "%s"}}}}' % encoded,
+    )
     report = lint_paths([path])
     assert [(f.rule.id, f.resource.id) for f in report.findings] == [("FLEET003", "I")]

@@ -19,8 +19,17 @@ STICKY = ["lb_cookie", "app_cookie", "source_ip", "consistent_hash"]
 
 
 def test_policy_names_are_the_contract():
-    assert ALL == ["round_robin", "least_outstanding", "lb_cookie", "app_cookie", "source_ip",
-                   "consistent_hash", "prefix_aware", "cache_aware", "sticky_load_aware"]
+    assert ALL == [
+        "round_robin",
+        "least_outstanding",
+        "lb_cookie",
+        "app_cookie",
+        "source_ip",
+        "consistent_hash",
+        "prefix_aware",
+        "cache_aware",
+        "sticky_load_aware",
+    ]
 
 
 def test_output_shape():
@@ -36,9 +45,21 @@ def test_output_shape():
 
 
 def test_one_instance_every_policy_gives_the_same_results():
-    wl = Workload(instances=1, sessions=60, turns="2-6", kv_capacity_tokens=30000, hot_share=0.1,
-                  clients_behind_nat=0.5, nat_addresses=3, ip_churn=0.3, cookie_duration_s=5,
-                  fail_at_s=[40.0], scale_in_at_s=[60.0], instance_churn_per_hour=30, seed=7)
+    wl = Workload(
+        instances=1,
+        sessions=60,
+        turns="2-6",
+        kv_capacity_tokens=30000,
+        hot_share=0.1,
+        clients_behind_nat=0.5,
+        nat_addresses=3,
+        ip_churn=0.3,
+        cookie_duration_s=5,
+        fail_at_s=[40.0],
+        scale_in_at_s=[60.0],
+        instance_churn_per_hour=30,
+        seed=7,
+    )
     results = simulate(wl, ALL)["policies"]
     first = results["round_robin"]
     assert first["requests"] > 60
@@ -55,8 +76,17 @@ def _bound_per_turn(wl: Workload, turn: int) -> float:
 
 @pytest.mark.parametrize("policy", STICKY)
 def test_sticky_policies_reach_the_analytic_bound_with_unbounded_cache(policy):
-    wl = Workload(instances=4, sessions=150, turns="3-9", system_tokens=1500, turn_tokens=400, output_tokens=150,
-                  kv_capacity_tokens=0, arrival_rate=0.3, seed=3)
+    wl = Workload(
+        instances=4,
+        sessions=150,
+        turns="3-9",
+        system_tokens=1500,
+        turn_tokens=400,
+        output_tokens=150,
+        kv_capacity_tokens=0,
+        arrival_rate=0.3,
+        seed=3,
+    )
     result = run_policy(wl, policy)
     assert result["stability"] == 1.0 and result["moves_per_session"] == 0.0
     turns = {t["turn"]: t for t in result["per_turn"]}
@@ -70,8 +100,18 @@ def test_sticky_policies_reach_the_analytic_bound_with_unbounded_cache(policy):
 
 @pytest.mark.parametrize("instances,capacity", [(4, 60000), (8, 40000)])
 def test_round_robin_caches_about_one_nth_of_sticky_with_bounded_capacity(instances, capacity):
-    wl = Workload(instances=instances, sessions=1000, turns=10, system_tokens=0, turn_tokens=500, output_tokens=200,
-                  kv_capacity_tokens=capacity, arrival_rate=1.0, prefill_tokens_per_s=20000, decode_tokens_per_s=200)
+    wl = Workload(
+        instances=instances,
+        sessions=1000,
+        turns=10,
+        system_tokens=0,
+        turn_tokens=500,
+        output_tokens=200,
+        kv_capacity_tokens=capacity,
+        arrival_rate=1.0,
+        prefill_tokens_per_s=20000,
+        decode_tokens_per_s=200,
+    )
     rr = run_policy(wl, "round_robin")["hit_rate"]
     sticky = run_policy(wl, "lb_cookie")["hit_rate"]
     assert sticky > 0.2
@@ -79,14 +119,24 @@ def test_round_robin_caches_about_one_nth_of_sticky_with_bounded_capacity(instan
 
 
 def test_unbounded_capacity_narrows_the_round_robin_gap_as_turns_grow():
-    wl = Workload(instances=4, sessions=1000, turns=10, system_tokens=0, turn_tokens=500, output_tokens=200,
-                  kv_capacity_tokens=0, arrival_rate=1.0, prefill_tokens_per_s=20000, decode_tokens_per_s=200)
+    wl = Workload(
+        instances=4,
+        sessions=1000,
+        turns=10,
+        system_tokens=0,
+        turn_tokens=500,
+        output_tokens=200,
+        kv_capacity_tokens=0,
+        arrival_rate=1.0,
+        prefill_tokens_per_s=20000,
+        decode_tokens_per_s=200,
+    )
     rr = [t["hit_rate"] for t in run_policy(wl, "round_robin")["per_turn"]]
     sticky = [t["hit_rate"] for t in run_policy(wl, "lb_cookie")["per_turn"]]
-    ratios = [r / s for r, s in zip(rr[1:], sticky[1:])]
+    ratios = [r / s for r, s in zip(rr[1:], sticky[1:], strict=True)]
     assert ratios[0] < 0.3  # turn 2: only the last instance holds the session's prefix
     assert ratios[-1] > 0.6  # turn 10: every instance holds an older prefix of the session
-    assert all(b > a - 0.05 for a, b in zip(ratios, ratios[1:]))
+    assert all(b > a - 0.05 for a, b in zip(ratios, ratios[1:], strict=False))
 
 
 @pytest.mark.parametrize("churn", [0.1, 0.3, 0.6])
@@ -120,8 +170,14 @@ def test_cookie_expiry_shorter_than_think_time_makes_lb_cookie_its_new_session_p
 def test_sticky_load_aware_lowers_imbalance_under_hot_sessions_at_a_bounded_hit_cost(instances, sessions, hot_share):
     lb, sla = [], []
     for seed in range(4):
-        wl = Workload(instances=instances, sessions=sessions, hot_share=hot_share, arrival_rate=0.5,
-                      kv_capacity_tokens=0, seed=seed)
+        wl = Workload(
+            instances=instances,
+            sessions=sessions,
+            hot_share=hot_share,
+            arrival_rate=0.5,
+            kv_capacity_tokens=0,
+            seed=seed,
+        )
         lb.append(run_policy(wl, "lb_cookie"))
         sla.append(run_policy(wl, "sticky_load_aware"))
     mean = lambda runs, key: sum(r[key] for r in runs) / len(runs)  # noqa: E731
@@ -131,8 +187,18 @@ def test_sticky_load_aware_lowers_imbalance_under_hot_sessions_at_a_bounded_hit_
 
 
 def test_identical_seeds_give_identical_json_and_other_seeds_differ():
-    wl = Workload(sessions=80, turns="2-8", hot_share=0.1, ip_churn=0.2, clients_behind_nat=0.3, nat_addresses=2,
-                  fail_at_s=[30], scale_in_at_s=[60], instance_churn_per_hour=20, seed=11)
+    wl = Workload(
+        sessions=80,
+        turns="2-8",
+        hot_share=0.1,
+        ip_churn=0.2,
+        clients_behind_nat=0.3,
+        nat_addresses=2,
+        fail_at_s=[30],
+        scale_in_at_s=[60],
+        instance_churn_per_hour=20,
+        seed=11,
+    )
     a = json.dumps(simulate(wl, ALL), sort_keys=True)
     b = json.dumps(simulate(wl, ALL), sort_keys=True)
     assert a == b
@@ -145,12 +211,16 @@ def test_failure_re_pins_sticky_sessions_and_loses_no_request():
     result = run_policy(wl, "lb_cookie")
     assert result["requests"] == 800  # in-flight requests are retried, each counted once
     assert 0.95 < result["stability"] < 1.0
-    healthy = run_policy(Workload(instances=4, sessions=100, turns=8, kv_capacity_tokens=0, arrival_rate=1.0), "lb_cookie")
+    healthy = run_policy(
+        Workload(instances=4, sessions=100, turns=8, kv_capacity_tokens=0, arrival_rate=1.0), "lb_cookie"
+    )
     assert result["hit_rate"] < healthy["hit_rate"]
 
 
 def test_scale_in_moves_sessions_and_serves_every_request():
-    wl = Workload(instances=4, sessions=100, turns=8, kv_capacity_tokens=0, arrival_rate=1.0, scale_in_at_s=[50.0, 80.0])
+    wl = Workload(
+        instances=4, sessions=100, turns=8, kv_capacity_tokens=0, arrival_rate=1.0, scale_in_at_s=[50.0, 80.0]
+    )
     for name in ("lb_cookie", "consistent_hash", "source_ip", "cache_aware", "prefix_aware"):
         result = run_policy(wl, name)
         assert result["requests"] == 800
@@ -171,8 +241,17 @@ def test_statistics_match_the_sli_report_definitions():
     records: list[Record] = []
 
     def tap(ts, sid, turn, inst, prompt, cached, ttft_ms):
-        records.append(Record(ts=ts, session=str(sid), turn=turn, instance=f"i{inst}", prompt_tokens=prompt,
-                              cached_tokens=cached, ttft_ms=ttft_ms))
+        records.append(
+            Record(
+                ts=ts,
+                session=str(sid),
+                turn=turn,
+                instance=f"i{inst}",
+                prompt_tokens=prompt,
+                cached_tokens=cached,
+                ttft_ms=ttft_ms,
+            )
+        )
 
     wl = Workload(instances=3, sessions=120, turns="2-7", ip_churn=0.3, kv_capacity_tokens=20000, fail_at_s=[50])
     ours = run_policy(wl, "source_ip", tap=tap)
@@ -191,7 +270,7 @@ def test_statistics_match_the_sli_report_definitions():
 
 
 def test_histogram_percentile_is_within_half_a_percent():
-    values = [0.5 * 1.37 ** i for i in range(40)] + [123.0] * 7
+    values = [0.5 * 1.37**i for i in range(40)] + [123.0] * 7
     hist = [0] * 3000
     for v in values:
         hist[bucket_of(v)] += 1

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import run_cli
+
 from llm_affinity.cli import main
 from llm_affinity.evidence.report import Record, build_report
 from llm_affinity.evidence.simulate import Workload, run_policy
@@ -31,15 +31,62 @@ def sim_json(capsys, *args: str) -> dict:
 def test_every_contract_flag_is_accepted_and_lands_in_the_workload(capsys, tmp_path):
     wl_file = tmp_path / "w.yaml"
     wl_file.write_text("instances: 2\nsessions: 9\nturns: 3\nengine: sglang\n")
-    data = sim_json(capsys, "--instances", "3", "--policies", "round_robin,lb_cookie", "--sessions", "12",
-                    "--turns", "2-5", "--system-tokens", "100", "--turn-tokens", "50", "--output-tokens", "20",
-                    "--think-time", "2.5", "--kv-capacity", "0", "--arrival-rate", "0.7", "--nat-addresses", "2",
-                    "--ip-churn", "0.2", "--cookie-duration", "30", "--clients-behind-nat", "0.5", "--hot-share", "0",
-                    "--fail-at", "5", "--scale-in-at", "8", "--seed", "4", "--workload", str(wl_file))
+    data = sim_json(
+        capsys,
+        "--instances",
+        "3",
+        "--policies",
+        "round_robin,lb_cookie",
+        "--sessions",
+        "12",
+        "--turns",
+        "2-5",
+        "--system-tokens",
+        "100",
+        "--turn-tokens",
+        "50",
+        "--output-tokens",
+        "20",
+        "--think-time",
+        "2.5",
+        "--kv-capacity",
+        "0",
+        "--arrival-rate",
+        "0.7",
+        "--nat-addresses",
+        "2",
+        "--ip-churn",
+        "0.2",
+        "--cookie-duration",
+        "30",
+        "--clients-behind-nat",
+        "0.5",
+        "--hot-share",
+        "0",
+        "--fail-at",
+        "5",
+        "--scale-in-at",
+        "8",
+        "--seed",
+        "4",
+        "--workload",
+        str(wl_file),
+    )
     wl = data["workload"]
-    assert (wl["instances"], wl["sessions"], wl["turns"], wl["system_tokens"], wl["turn_tokens"]) == (3, 12, "2-5", 100, 50)
+    assert (wl["instances"], wl["sessions"], wl["turns"], wl["system_tokens"], wl["turn_tokens"]) == (
+        3,
+        12,
+        "2-5",
+        100,
+        50,
+    )
     assert (wl["output_tokens"], wl["think_time_s"], wl["kv_capacity_tokens"], wl["arrival_rate"]) == (20, 2.5, 0, 0.7)
-    assert (wl["nat_addresses"], wl["ip_churn"], wl["cookie_duration_s"], wl["clients_behind_nat"]) == (2, 0.2, 30.0, 0.5)
+    assert (wl["nat_addresses"], wl["ip_churn"], wl["cookie_duration_s"], wl["clients_behind_nat"]) == (
+        2,
+        0.2,
+        30.0,
+        0.5,
+    )
     assert (wl["fail_at_s"], wl["scale_in_at_s"], wl["seed"], wl["engine"]) == ([5.0], [8.0], 4, "sglang")
     assert list(data["policies"]) == ["round_robin", "lb_cookie"]
 
@@ -64,8 +111,17 @@ def test_text_table_puts_the_policies_side_by_side(capsys):
     assert code == 0
     header = next(line for line in out.splitlines() if "round_robin" in line)
     assert header.split() == ["round_robin", "lb_cookie", "cache_aware"]
-    for label in ("hit rate", "stability", "moves per session", "imbalance", "throughput tok/s", "requests",
-                  "hit rate per turn", "TTFT p95 ms per turn", "  turn 4"):
+    for label in (
+        "hit rate",
+        "stability",
+        "moves per session",
+        "imbalance",
+        "throughput tok/s",
+        "requests",
+        "hit rate per turn",
+        "TTFT p95 ms per turn",
+        "  turn 4",
+    ):
         assert any(line.startswith(label) for line in out.splitlines()), label
 
 
@@ -76,18 +132,21 @@ def test_chart_is_written(capsys, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("yaml_text,needle", [
-    ("sessions: 10\nsesions: 5\n", "unknown key 'sesions'"),
-    ("sessions: ten\n", "sessions must be an integer >= 1, got 'ten'"),
-    ("sessions: true\n", "sessions must be an integer >= 1, got True"),
-    ("ip_churn: 1.5\n", "ip_churn must be a number from 0 to 1, got 1.5"),
-    ("turns: 7-3\n", "turns must be an integer >= 1 or 'MIN-MAX'"),
-    ("protocol: udp\n", "protocol must be http or tcp, got 'udp'"),
-    ("mcp_tools: yes please\n", "mcp_tools must be true or false"),
-    ("regions: 0\n", "regions must be an integer >= 1, got 0"),
-    ("- a\n- b\n", "must be a mapping"),
-    ("sessions: [1\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "yaml_text,needle",
+    [
+        ("sessions: 10\nsesions: 5\n", "unknown key 'sesions'"),
+        ("sessions: ten\n", "sessions must be an integer >= 1, got 'ten'"),
+        ("sessions: true\n", "sessions must be an integer >= 1, got True"),
+        ("ip_churn: 1.5\n", "ip_churn must be a number from 0 to 1, got 1.5"),
+        ("turns: 7-3\n", "turns must be an integer >= 1 or 'MIN-MAX'"),
+        ("protocol: udp\n", "protocol must be http or tcp, got 'udp'"),
+        ("mcp_tools: yes please\n", "mcp_tools must be true or false"),
+        ("regions: 0\n", "regions must be an integer >= 1, got 0"),
+        ("- a\n- b\n", "must be a mapping"),
+        ("sessions: [1\n", "not valid YAML"),
+    ],
+)
 def test_bad_workload_file_is_one_line_and_exit_2(capsys, tmp_path, yaml_text, needle):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml_text)
@@ -97,16 +156,19 @@ def test_bad_workload_file_is_one_line_and_exit_2(capsys, tmp_path, yaml_text, n
     assert needle in err and str(path) in err
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--sessions", "0"], "--sessions: sessions must be an integer >= 1, got 0"),
-    (["--ip-churn", "much"], "--ip-churn: ip_churn must be a number from 0 to 1"),
-    (["--turns", "2.5"], "--turns: turns must be"),
-    (["--cookie-duration", "604801"], "--cookie-duration: cookie_duration_s must be a number from 1 to 604800"),
-    (["--fail-at", "10,-1"], "--fail-at: fail_at_s must be a list of numbers >= 0"),
-    (["--policies", "round_robin,sticky"], "--policies: no policy 'sticky'"),
-    (["--workload", "/nonexistent/w.yaml"], "workload /nonexistent/w.yaml:"),
-    (["--calibrate", "/nonexistent/r.json"], "--calibrate /nonexistent/r.json:"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--sessions", "0"], "--sessions: sessions must be an integer >= 1, got 0"),
+        (["--ip-churn", "much"], "--ip-churn: ip_churn must be a number from 0 to 1"),
+        (["--turns", "2.5"], "--turns: turns must be"),
+        (["--cookie-duration", "604801"], "--cookie-duration: cookie_duration_s must be a number from 1 to 604800"),
+        (["--fail-at", "10,-1"], "--fail-at: fail_at_s must be a list of numbers >= 0"),
+        (["--policies", "round_robin,sticky"], "--policies: no policy 'sticky'"),
+        (["--workload", "/nonexistent/w.yaml"], "workload /nonexistent/w.yaml:"),
+        (["--calibrate", "/nonexistent/r.json"], "--calibrate /nonexistent/r.json:"),
+    ],
+)
 def test_bad_flags_are_one_line_and_exit_2(capsys, args, needle):
     code, out, err = sim(capsys, *args)
     assert code == 2 and out == ""
@@ -120,13 +182,23 @@ def test_chart_into_a_missing_folder_is_exit_2(capsys, tmp_path):
 
 # --- calibration: probe a small fleet, fit the rates, simulate -----------------------------------
 
+
 def _measured_report(tmp_path, wl: Workload) -> str:
     """Stand-in for `probe` on a real fleet: the records of a run with rates the test knows."""
     records = []
 
     def tap(ts, sid, turn, inst, prompt, cached, ttft_ms):
-        records.append(Record(ts=ts, session=f"s{sid}", turn=turn, instance=f"i{inst}", prompt_tokens=prompt,
-                              cached_tokens=cached, ttft_ms=ttft_ms))
+        records.append(
+            Record(
+                ts=ts,
+                session=f"s{sid}",
+                turn=turn,
+                instance=f"i{inst}",
+                prompt_tokens=prompt,
+                cached_tokens=cached,
+                ttft_ms=ttft_ms,
+            )
+        )
 
     run_policy(wl, "lb_cookie", tap=tap)
     path = tmp_path / "report.json"
@@ -137,8 +209,16 @@ def _measured_report(tmp_path, wl: Workload) -> str:
 def test_calibration_recovers_the_rates_and_the_simulated_ttft_matches_per_turn(capsys, tmp_path):
     # A cold fleet (nothing fits its cache): uncached tokens grow turn by turn, so the rate and
     # the fixed overhead can be told apart.
-    fleet = Workload(instances=2, sessions=40, turns=6, arrival_rate=0.05, prefill_tokens_per_s=1800.0,
-                     ttft_overhead_ms=35.0, kv_capacity_tokens=1, seed=2)
+    fleet = Workload(
+        instances=2,
+        sessions=40,
+        turns=6,
+        arrival_rate=0.05,
+        prefill_tokens_per_s=1800.0,
+        ttft_overhead_ms=35.0,
+        kv_capacity_tokens=1,
+        seed=2,
+    )
     report_path = _measured_report(tmp_path, fleet)
     cal = calibrate_file(report_path)
     assert cal.prefill_tokens_per_s == pytest.approx(1800.0, rel=0.01)
@@ -146,8 +226,25 @@ def test_calibration_recovers_the_rates_and_the_simulated_ttft_matches_per_turn(
     assert cal.decode_tokens_per_s is None and cal.points == 6
     assert json.loads(open(report_path).read())["per_turn"][0]["cached_tokens"] == 0
 
-    data = sim_json(capsys, "--calibrate", report_path, "--instances", "2", "--sessions", "40", "--turns", "6",
-                    "--arrival-rate", "0.05", "--kv-capacity", "1", "--seed", "2", "--policies", "lb_cookie")
+    data = sim_json(
+        capsys,
+        "--calibrate",
+        report_path,
+        "--instances",
+        "2",
+        "--sessions",
+        "40",
+        "--turns",
+        "6",
+        "--arrival-rate",
+        "0.05",
+        "--kv-capacity",
+        "1",
+        "--seed",
+        "2",
+        "--policies",
+        "lb_cookie",
+    )
     assert data["workload"]["calibration"]["prefill_tokens_per_s"] == cal.prefill_tokens_per_s
     measured = json.loads(open(report_path).read())["per_turn"]
     simulated = data["policies"]["lb_cookie"]["per_turn"]
@@ -164,19 +261,26 @@ def test_calibration_from_vllm_metrics(tmp_path):
         'vllm:request_prefill_time_seconds_sum{model_name="m"} 12.0\n'
         'vllm:request_prefill_time_seconds_count{model_name="m"} 60\n'
         'vllm:time_per_output_token_seconds_sum{model_name="m"} 20.0\n'
-        'vllm:time_per_output_token_seconds_count{model_name="m"} 500\n')
+        'vllm:time_per_output_token_seconds_count{model_name="m"} 500\n'
+    )
     cal = calibrate_file(str(path))
     assert cal.prefill_tokens_per_s == 2500.0 and cal.decode_tokens_per_s == 25.0
 
 
-@pytest.mark.parametrize("content,needle", [
-    ('{"per_turn": []}', "no turn has requests"),
-    ('{"sessions": 3}', "no per_turn list"),
-    ('{"per_turn": [{"requests": 2, "prompt_tokens": 100, "cached_tokens": 0, "ttft_p50_ms": 0}]}', "does not grow"),
-    ("{not json", "not valid JSON"),
-    ("hello", "neither a probe/sli report"),
-    ("vllm:num_requests_running 1\n", "needs vllm:prompt_tokens_total"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ('{"per_turn": []}', "no turn has requests"),
+        ('{"sessions": 3}', "no per_turn list"),
+        (
+            '{"per_turn": [{"requests": 2, "prompt_tokens": 100, "cached_tokens": 0, "ttft_p50_ms": 0}]}',
+            "does not grow",
+        ),
+        ("{not json", "not valid JSON"),
+        ("hello", "neither a probe/sli report"),
+        ("vllm:num_requests_running 1\n", "needs vllm:prompt_tokens_total"),
+    ],
+)
 def test_unusable_calibration_input_is_one_clear_error(tmp_path, content, needle):
     path = tmp_path / "in.txt"
     path.write_text(content)

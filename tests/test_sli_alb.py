@@ -7,11 +7,10 @@ import json
 import os
 
 import pytest
+from sli_support import CONNECTION_LOG_LINE, alb_line, epoch, ground_truth_lines, write
 
 from llm_affinity.cli import main
 from llm_affinity.evidence.report import REPORT_KEYS
-
-from sli_support import CONNECTION_LOG_LINE, alb_line, epoch, ground_truth_lines, write
 
 A, B, C = "10.0.1.10:8000", "10.0.2.20:8000", "10.0.3.30:8000"
 
@@ -26,8 +25,9 @@ def test_ground_truth_exact(tmp_path, capsys):
     lines = ground_truth_lines()
     write(str(tmp_path / "logs" / "2024" / "03" / "01" / "part1.log.gz"), lines[:9])
     write(str(tmp_path / "logs" / "2024" / "03" / "01" / "part2.log"), lines[9:])
-    code, report = sli_json(capsys, "--alb-logs", str(tmp_path / "logs"), "--session-query", "llm_session",
-                            "--stickiness-duration", "60")
+    code, report = sli_json(
+        capsys, "--alb-logs", str(tmp_path / "logs"), "--session-query", "llm_session", "--stickiness-duration", "60"
+    )
     assert code == 0
     assert tuple(report) == REPORT_KEYS  # no `engine` key without --metrics
     assert report["source"] == "alb-logs"
@@ -40,23 +40,36 @@ def test_ground_truth_exact(tmp_path, capsys):
     assert report["imbalance"] == 6 / (16 / 3)
     assert report["expiries"] == 1  # s4 moved after a 100 s idle gap >= 60 s
     assert report["per_turn"] == [
-        {"turn": n, "requests": 4, "prompt_tokens": None, "cached_tokens": None, "hit_rate": None,
-         "ttft_p50_ms": None, "ttft_p95_ms": None} for n in (1, 2, 3, 4)]
+        {
+            "turn": n,
+            "requests": 4,
+            "prompt_tokens": None,
+            "cached_tokens": None,
+            "hit_rate": None,
+            "ttft_p50_ms": None,
+            "ttft_p95_ms": None,
+        }
+        for n in (1, 2, 3, 4)
+    ]
 
 
 def test_expiries_need_a_duration_and_respect_it(tmp_path, capsys):
     write(str(tmp_path / "a.log"), ground_truth_lines())
     _, report = sli_json(capsys, "--alb-logs", str(tmp_path / "a.log"), "--session-query", "llm_session")
     assert report["expiries"] is None
-    _, report = sli_json(capsys, "--alb-logs", str(tmp_path / "a.log"), "--session-query", "llm_session",
-                         "--stickiness-duration", "200")
+    _, report = sli_json(
+        capsys, "--alb-logs", str(tmp_path / "a.log"), "--session-query", "llm_session", "--stickiness-duration", "200"
+    )
     assert report["expiries"] == 0
 
 
 def test_turn_is_the_position_by_request_creation_time(tmp_path, capsys):
     # Lines out of order in the file; the response `time` order differs from request time.
-    lines = [alb_line(20, B, query="?llm_session=x"), alb_line(0, A, query="?llm_session=x"),
-             alb_line(10, A, query="?llm_session=x")]
+    lines = [
+        alb_line(20, B, query="?llm_session=x"),
+        alb_line(0, A, query="?llm_session=x"),
+        alb_line(10, A, query="?llm_session=x"),
+    ]
     write(str(tmp_path / "a.log"), lines)
     _, report = sli_json(capsys, "--alb-logs", str(tmp_path / "a.log"), "--session-query", "llm_session")
     # ordered A(0) A(10) B(20): two pairs, one move
@@ -67,11 +80,11 @@ def test_turn_is_the_position_by_request_creation_time(tmp_path, capsys):
 def test_query_key_is_exact_and_url_decoded(tmp_path, capsys):
     lines = [
         alb_line(0, A, query="?llm_session=alpha%201"),
-        alb_line(1, B, query="?model=x&llm_session=alpha+1"),       # '+' is a space: same session
-        alb_line(2, C, query="?xllm_session=alpha%201"),             # other key: no session
-        alb_line(3, C, query="?llm_session_id=alpha%201"),           # other key: no session
-        alb_line(4, C, query="?llm_session="),                       # empty value: no session
-        alb_line(5, A, query=""),                                    # no query string
+        alb_line(1, B, query="?model=x&llm_session=alpha+1"),  # '+' is a space: same session
+        alb_line(2, C, query="?xllm_session=alpha%201"),  # other key: no session
+        alb_line(3, C, query="?llm_session_id=alpha%201"),  # other key: no session
+        alb_line(4, C, query="?llm_session="),  # empty value: no session
+        alb_line(5, A, query=""),  # no query string
     ]
     write(str(tmp_path / "a.log"), lines)
     _, report = sli_json(capsys, "--alb-logs", str(tmp_path / "a.log"), "--session-query", "llm_session")
@@ -90,9 +103,11 @@ def test_without_session_query_no_sessions(tmp_path, capsys):
 
 
 def test_tolerates_appended_fields_and_older_lines(tmp_path, capsys):
-    lines = [alb_line(0, A, query="?s=1", extra=""),  # ends at conn_trace_id
-             alb_line(1, A, query="?s=1", extra=' "-" "-" "-" 10.0.3.4 "a future field" 42'),
-             alb_line(2, A, query="?s=1", user_agent='curl \\"quoted\\" agent')]
+    lines = [
+        alb_line(0, A, query="?s=1", extra=""),  # ends at conn_trace_id
+        alb_line(1, A, query="?s=1", extra=' "-" "-" "-" 10.0.3.4 "a future field" 42'),
+        alb_line(2, A, query="?s=1", user_agent='curl \\"quoted\\" agent'),
+    ]
     write(str(tmp_path / "a.log"), lines)
     _, report = sli_json(capsys, "--alb-logs", str(tmp_path / "a.log"), "--session-query", "s")
     assert (report["requests"], report["errors"], report["stability"]) == (3, [], 1.0)
@@ -148,8 +163,15 @@ def test_empty_folder_and_missing_path(tmp_path, capsys):
     (tmp_path / "empty" / "sub").mkdir(parents=True)
     (tmp_path / "empty" / "sub" / "notes.txt").write_text("x")
     write(str(tmp_path / "a.log"), ground_truth_lines())
-    code, report = sli_json(capsys, "--alb-logs", str(tmp_path / "empty"), str(tmp_path / "nope"), str(tmp_path / "a.log"),
-                            "--session-query", "llm_session")
+    code, report = sli_json(
+        capsys,
+        "--alb-logs",
+        str(tmp_path / "empty"),
+        str(tmp_path / "nope"),
+        str(tmp_path / "a.log"),
+        "--session-query",
+        "llm_session",
+    )
     assert code == 2
     assert report["requests"] == 16
     assert report["errors"] == [
@@ -176,8 +198,9 @@ def test_s3_prefix_through_moto(tmp_path, capsys, monkeypatch):
         assert (report["requests"], report["stability"], report["instances"]) == (16, 11 / 12, {A: 6, B: 6, C: 4})
         code, report = sli_json(capsys, "--alb-logs", "s3://alb-logs/other/", "--session-query", "llm_session")
         assert code == 2
-        assert report["errors"] == [{"input": "s3://alb-logs/other/",
-                                     "message": "no .log or .gz objects under this prefix"}]
+        assert report["errors"] == [
+            {"input": "s3://alb-logs/other/", "message": "no .log or .gz objects under this prefix"}
+        ]
 
 
 def test_text_output_has_a_turn_table_and_a_verdict(tmp_path, capsys):
@@ -186,8 +209,7 @@ def test_text_output_has_a_turn_table_and_a_verdict(tmp_path, capsys):
     text = capsys.readouterr().out
     assert code == 0
     assert "turn  requests" in text
-    assert text.strip().splitlines()[-1] == (
-        "verdict: mostly sticky - 91.7% stayed, 0.25 moves per session")
+    assert text.strip().splitlines()[-1] == ("verdict: mostly sticky - 91.7% stayed, 0.25 moves per session")
 
 
 def test_expect_stability_exit_codes(tmp_path, capsys):
@@ -201,13 +223,16 @@ def test_expect_stability_exit_codes(tmp_path, capsys):
     assert "hit rate is unknown in this source" in err
 
 
-@pytest.mark.parametrize("argv, message", [
-    ([], "give telemetry files, --alb-logs or --metrics"),
-    (["--alb-logs", "x", "--session-query", "a&b"], "--session-query 'a&b'"),
-    (["t.jsonl", "--alb-logs", "x"], "not both"),
-    (["--athena", "--alb-logs", "s3://b/p", "--athena-database", "Bad-Name", "--print-sql"], "--athena-database"),
-    (["--alb-logs", "x", "--expect-stability", "2"], "between 0 and 1"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "give telemetry files, --alb-logs or --metrics"),
+        (["--alb-logs", "x", "--session-query", "a&b"], "--session-query 'a&b'"),
+        (["t.jsonl", "--alb-logs", "x"], "not both"),
+        (["--athena", "--alb-logs", "s3://b/p", "--athena-database", "Bad-Name", "--print-sql"], "--athena-database"),
+        (["--alb-logs", "x", "--expect-stability", "2"], "between 0 and 1"),
+    ],
+)
 def test_usage_errors_are_one_line_exit_2(capsys, argv, message):
     assert main(["sli", *argv]) == 2
     err = capsys.readouterr().err
@@ -229,8 +254,10 @@ def test_chart_is_written(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     write(str(tmp_path / "a.log"), ground_truth_lines())
     chart = tmp_path / "c.png"
-    assert main(["sli", "--alb-logs", str(tmp_path / "a.log"), "--session-query", "llm_session",
-                 "--chart", str(chart)]) == 0
+    assert (
+        main(["sli", "--alb-logs", str(tmp_path / "a.log"), "--session-query", "llm_session", "--chart", str(chart)])
+        == 0
+    )
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert os.path.getsize(chart) > 1000
     assert epoch(0) > 0
@@ -247,16 +274,28 @@ def test_alb_path_agrees_with_telemetry_on_the_same_traffic(tmp_path, capsys):
         home = rng.choice([A, B, C])
         for turn in range(1, 7):
             inst = home if rng.random() > 0.15 else rng.choice([A, B, C])
-            records.append(Record(ts=epoch(s * 3.7 + turn * 20.0 + rng.random()), session=f"sess {s}", turn=turn,
-                                  instance=inst, prompt_tokens=100 * turn, cached_tokens=90 * turn - 90, ttft_ms=50.0,
-                                  status=200))
+            records.append(
+                Record(
+                    ts=epoch(s * 3.7 + turn * 20.0 + rng.random()),
+                    session=f"sess {s}",
+                    turn=turn,
+                    instance=inst,
+                    prompt_tokens=100 * turn,
+                    cached_tokens=90 * turn - 90,
+                    ttft_ms=50.0,
+                    status=200,
+                )
+            )
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(r.as_dict()) + "\n" for r in records))
     # the same requests as an ALB would log them (session id URL-encoded in the query)
-    write(str(tmp_path / "alb" / "a.log.gz"),
-          [alb_line(r.ts - epoch(0), r.instance, query=f"?llm_session={r.session.replace(' ', '%20')}") for r in records])
+    write(
+        str(tmp_path / "alb" / "a.log.gz"),
+        [alb_line(r.ts - epoch(0), r.instance, query=f"?llm_session={r.session.replace(' ', '%20')}") for r in records],
+    )
     _, tele = sli_json(capsys, str(tmp_path / "t.jsonl"), "--stickiness-duration", "30")
-    _, alb = sli_json(capsys, "--alb-logs", str(tmp_path / "alb"), "--session-query", "llm_session",
-                      "--stickiness-duration", "30")
+    _, alb = sli_json(
+        capsys, "--alb-logs", str(tmp_path / "alb"), "--session-query", "llm_session", "--stickiness-duration", "30"
+    )
     for key in ("sessions", "requests", "stability", "moves_per_session", "instances", "imbalance", "expiries"):
         assert alb[key] == pytest.approx(tele[key], rel=1e-12), key
     assert [t["requests"] for t in alb["per_turn"]] == [t["requests"] for t in tele["per_turn"]]
@@ -281,7 +320,8 @@ def test_shared_cookie_signature_is_pinned(tmp_path, capsys):
     assert code == 0
     assert text.strip().splitlines()[-1] == (
         "verdict: PINNED - sessions stay put (100.0%) but one instance takes 2.86x the mean load "
-        "(a shared cookie or client?)")
+        "(a shared cookie or client?)"
+    )
 
 
 def test_engine_report_is_repeatable(tmp_path):

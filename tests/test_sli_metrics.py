@@ -92,14 +92,18 @@ def test_no_queries_between_scrapes_is_unknown():
 
 
 def test_deprecated_counter_names_and_label_sets_are_summed():
-    first = parse_prometheus('vllm:gpu_prefix_cache_queries_total{engine="0"} 10\n'
-                             'vllm:gpu_prefix_cache_queries_total{engine="1"} 10\n'
-                             'vllm:gpu_prefix_cache_hits_total{engine="0"} 0\n'
-                             'vllm:gpu_prefix_cache_hits_total{engine="1"} 0\n')
-    second = parse_prometheus('vllm:gpu_prefix_cache_queries_total{engine="0"} 20\n'
-                              'vllm:gpu_prefix_cache_queries_total{engine="1"} 40\n'
-                              'vllm:gpu_prefix_cache_hits_total{engine="0"} 10\n'
-                              'vllm:gpu_prefix_cache_hits_total{engine="1"} 0\n')
+    first = parse_prometheus(
+        'vllm:gpu_prefix_cache_queries_total{engine="0"} 10\n'
+        'vllm:gpu_prefix_cache_queries_total{engine="1"} 10\n'
+        'vllm:gpu_prefix_cache_hits_total{engine="0"} 0\n'
+        'vllm:gpu_prefix_cache_hits_total{engine="1"} 0\n'
+    )
+    second = parse_prometheus(
+        'vllm:gpu_prefix_cache_queries_total{engine="0"} 20\n'
+        'vllm:gpu_prefix_cache_queries_total{engine="1"} 40\n'
+        'vllm:gpu_prefix_cache_hits_total{engine="0"} 10\n'
+        'vllm:gpu_prefix_cache_hits_total{engine="1"} 0\n'
+    )
     assert engine_view(first, second)["prefix_cache_hit_rate"] == 10 / 40
 
 
@@ -107,8 +111,20 @@ def test_bad_engines_are_errors_and_the_rest_is_reported(stubs, capsys):
     good = stubs([V1.format(q=0, h=0, w=1, kv=0.2), V1.format(q=100, h=50, w=1, kv=0.2)])
     not_vllm = stubs(["# just a web page\nhello 1\n"])
     broken = stubs(["oops"], status=500)
-    code = main(["sli", "--metrics", good.url, not_vllm.url, broken.url, "http://127.0.0.1:9/metrics",
-                 "--metrics-interval", "0.01", "-f", "json"])
+    code = main(
+        [
+            "sli",
+            "--metrics",
+            good.url,
+            not_vllm.url,
+            broken.url,
+            "http://127.0.0.1:9/metrics",
+            "--metrics-interval",
+            "0.01",
+            "-f",
+            "json",
+        ]
+    )
     out = capsys.readouterr()
     report = json.loads(out.out)
     assert code == 2

@@ -73,9 +73,18 @@ def test_known_telemetry_report(tmp_path, capsys):
     rows = []
     for s, instances in {"s1": ["i-a", "i-a", "i-a"], "s2": ["i-b", "i-a", "i-a"]}.items():
         for turn, inst in enumerate(instances, 1):
-            rows.append(Record(ts=turn * 10.0 + (s == "s2"), session=s, turn=turn, instance=inst,
-                               prompt_tokens=1000 * turn, cached_tokens=(1000 * turn - 1000) if inst == "i-a" and turn > 1 else 0,
-                               ttft_ms=100.0 * turn + (s == "s2") * 50, status=200))
+            rows.append(
+                Record(
+                    ts=turn * 10.0 + (s == "s2"),
+                    session=s,
+                    turn=turn,
+                    instance=inst,
+                    prompt_tokens=1000 * turn,
+                    cached_tokens=(1000 * turn - 1000) if inst == "i-a" and turn > 1 else 0,
+                    ttft_ms=100.0 * turn + (s == "s2") * 50,
+                    status=200,
+                )
+            )
     path = tmp_path / "t.jsonl"
     with open(path, "w") as fh:
         for r in rows:
@@ -83,10 +92,22 @@ def test_known_telemetry_report(tmp_path, capsys):
     assert main(["sli", str(path), "-f", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["source"] == "telemetry"
-    assert (report["sessions"], report["requests"], report["stability"], report["moves_per_session"]) == (2, 6, 0.75, 0.5)
+    assert (report["sessions"], report["requests"], report["stability"], report["moves_per_session"]) == (
+        2,
+        6,
+        0.75,
+        0.5,
+    )
     assert report["instances"] == {"i-a": 5, "i-b": 1}
-    assert report["per_turn"][0] == {"turn": 1, "requests": 2, "prompt_tokens": 2000, "cached_tokens": 0,
-                                     "hit_rate": 0.0, "ttft_p50_ms": 125.0, "ttft_p95_ms": 147.5}
+    assert report["per_turn"][0] == {
+        "turn": 1,
+        "requests": 2,
+        "prompt_tokens": 2000,
+        "cached_tokens": 0,
+        "hit_rate": 0.0,
+        "ttft_p50_ms": 125.0,
+        "ttft_p95_ms": 147.5,
+    }
     assert report["per_turn"][1]["hit_rate"] == 2000 / 4000
     assert report["per_turn"][2]["hit_rate"] == 4000 / 6000
     assert report == build_report(rows, "telemetry")
@@ -95,18 +116,28 @@ def test_known_telemetry_report(tmp_path, capsys):
 def test_bad_telemetry_lines_are_one_error_per_file(tmp_path, capsys):
     good = Record(ts=1.0, session="s", turn=1, instance="i", prompt_tokens=10, cached_tokens=5, ttft_ms=1.0, status=200)
     path = tmp_path / "t.jsonl"
-    path.write_text(json.dumps(good.as_dict()) + "\n{not json\n" + json.dumps({"session": "s"}) + "\n\n"
-                    + json.dumps(dict(good.as_dict(), ts=2.0, turn=2)) + "\n")
+    path.write_text(
+        json.dumps(good.as_dict())
+        + "\n{not json\n"
+        + json.dumps({"session": "s"})
+        + "\n\n"
+        + json.dumps(dict(good.as_dict(), ts=2.0, turn=2))
+        + "\n"
+    )
     (tmp_path / "empty.jsonl").write_text("\n")
-    code = main(["sli", str(path), str(tmp_path / "missing.jsonl"), str(tmp_path / "empty.jsonl"), str(tmp_path),
-                 "-f", "json"])
+    code = main(
+        ["sli", str(path), str(tmp_path / "missing.jsonl"), str(tmp_path / "empty.jsonl"), str(tmp_path), "-f", "json"]
+    )
     report = json.loads(capsys.readouterr().out)
     assert code == 2
     assert report["requests"] == 2
     assert report["stability"] == 1.0
     assert report["errors"] == [
-        {"input": str(path), "message": "2 lines skipped: not telemetry records (first: line 2: "
-                                        "Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"},
+        {
+            "input": str(path),
+            "message": "2 lines skipped: not telemetry records (first: line 2: "
+            "Expecting property name enclosed in double quotes: line 1 column 2 (char 1))",
+        },
         {"input": str(tmp_path / "missing.jsonl"), "message": "no such file or directory"},
         {"input": str(tmp_path / "empty.jsonl"), "message": "no telemetry records in this file"},
         {"input": str(tmp_path), "message": "is a folder: give telemetry .jsonl files"},
@@ -136,23 +167,40 @@ def test_alb_sql_equals_build_report(lines, duration):
     from llm_affinity.evidence import sql
 
     con = duckdb.connect()
-    con.execute("CREATE TABLE parsed (file VARCHAR, ok BOOLEAN, ts DOUBLE, session VARCHAR, instance VARCHAR, "
-                "status BIGINT)")
+    con.execute(
+        "CREATE TABLE parsed (file VARCHAR, ok BOOLEAN, ts DOUBLE, session VARCHAR, instance VARCHAR, status BIGINT)"
+    )
     # the shape alb_parse_sql gives: file only on lines that are not ok, the rest only on ok lines
     for ok, ts, s, i, f in lines:
-        con.execute("INSERT INTO parsed VALUES (?, ?, ?, ?, ?, ?)",
-                    (None, True, ts, s, i, 200) if ok else (f, False, None, None, None, None))
+        con.execute(
+            "INSERT INTO parsed VALUES (?, ?, ?, ?, ?, ?)",
+            (None, True, ts, s, i, 200) if ok else (f, False, None, None, None, None),
+        )
     cursor = con.execute(sql.report_sql("parsed", alb=True, stickiness_duration_s=duration))
     names = [d[0] for d in cursor.description]
-    got, skipped = sql.rows_to_report([dict(zip(names, row)) for row in cursor.fetchall()], "alb-logs",
-                                      errors=[], stickiness_duration_s=duration)
+    got, skipped = sql.rows_to_report(
+        [dict(zip(names, row, strict=True)) for row in cursor.fetchall()],
+        "alb-logs",
+        errors=[],
+        stickiness_duration_s=duration,
+    )
     records, position = [], Counter()
-    for ok, ts, s, i, _ in sorted((x for x in lines if x[0]), key=lambda x: (x[1], x[3] is None, x[3] or "")):
+    for _ok, ts, s, i, _ in sorted((x for x in lines if x[0]), key=lambda x: (x[1], x[3] is None, x[3] or "")):
         turn = None
         if s is not None:
             position[s] += 1
             turn = position[s]
-        records.append(Record(ts=ts, session=s, turn=turn, instance=i, prompt_tokens=None, cached_tokens=None,
-                              ttft_ms=None, status=200))
+        records.append(
+            Record(
+                ts=ts,
+                session=s,
+                turn=turn,
+                instance=i,
+                prompt_tokens=None,
+                cached_tokens=None,
+                ttft_ms=None,
+                status=200,
+            )
+        )
     assert got == build_report(records, "alb-logs", stickiness_duration_s=duration)
     assert skipped == dict(Counter(f for ok, _, _, _, f in lines if not ok))

@@ -38,7 +38,12 @@ def test_reference_synth_passes_both_gates(reference_synth):
     nag = [p for p in report["pluginReports"] if p["pluginName"] == "AwsSolutions"][0]
     suppressed = nag["suppressedViolations"]
     assert {v["ruleName"].split("[")[0] for v in suppressed} == {
-        "AwsSolutions-AS3", "AwsSolutions-IAM4", "AwsSolutions-IAM5", "AwsSolutions-S1", "AwsSolutions-EC23"}
+        "AwsSolutions-AS3",
+        "AwsSolutions-IAM4",
+        "AwsSolutions-IAM5",
+        "AwsSolutions-S1",
+        "AwsSolutions-EC23",
+    }
     assert all(v["acknowledgedId"].startswith("AwsSolutions::") and len(v["reason"].split()) >= 8 for v in suppressed)
 
 
@@ -77,11 +82,14 @@ def test_reference_alb_stack_serves_https_with_a_certificate_context(tmp_path):
     art = app.synth().get_stack_by_name("LlmAffinityAlbAppCookie")
     assert not [m for m in art.messages if "WARNING" in str(m.level)]
     tpl = json.loads(Path(art.template_full_path).read_text())
-    listeners = [v["Properties"] for v in tpl["Resources"].values() if v["Type"] == "AWS::ElasticLoadBalancingV2::Listener"]
+    listeners = [
+        v["Properties"] for v in tpl["Resources"].values() if v["Type"] == "AWS::ElasticLoadBalancingV2::Listener"
+    ]
     assert [(li["Port"], li["Protocol"], li["Certificates"]) for li in listeners] == [
-        (443, "HTTPS", [{"CertificateArn": CERT_ARN}])]
+        (443, "HTTPS", [{"CertificateArn": CERT_ARN}])
+    ]
     lt = [v for v in tpl["Resources"].values() if v["Type"] == "AWS::EC2::LaunchTemplate"][0]
-    assert "; HttpOnly; SameSite=Lax; Secure\";" in heredoc(user_data(lt), "LLM_AFFINITY_NGINX")
+    assert '; HttpOnly; SameSite=Lax; Secure";' in heredoc(user_data(lt), "LLM_AFFINITY_NGINX")
 
 
 def test_reference_refuses_a_certificate_context_that_is_not_an_acm_arn(tmp_path):
@@ -97,15 +105,21 @@ def test_exposed_and_region_agnostic_fronts_pass_cdk_nag_with_reasons(tmp_path):
     import aws_cdk as cdk
     from aws_cdk import aws_certificatemanager as acm
     from cdk_nag import AwsSolutionsChecks
-
     from conftest_cdk import AZ_CONTEXT, CERT_ARN, new_stack
+
     from llm_affinity.constructs import StickyAlbFront, StickyNlbFront, VllmFleet
     from llm_affinity.stacks.network import inference_vpc
 
     app = cdk.App(context=AZ_CONTEXT, outdir=str(tmp_path))
     st = new_stack(app, "Exposed")
-    StickyAlbFront(st, "Alb", fleet=VllmFleet(st, "Fleet", vpc=inference_vpc(st)), internet_facing=True,
-                   allowed_cidrs=["0.0.0.0/0"], certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN))
+    StickyAlbFront(
+        st,
+        "Alb",
+        fleet=VllmFleet(st, "Fleet", vpc=inference_vpc(st)),
+        internet_facing=True,
+        allowed_cidrs=["0.0.0.0/0"],
+        certificate=acm.Certificate.from_certificate_arn(st, "Cert", CERT_ARN),
+    )
     agnostic = cdk.Stack(app, "NoEnv")
     fleet = VllmFleet(agnostic, "Fleet", vpc=inference_vpc(agnostic))
     StickyAlbFront(agnostic, "Alb", fleet=fleet)
@@ -114,8 +128,10 @@ def test_exposed_and_region_agnostic_fronts_pass_cdk_nag_with_reasons(tmp_path):
     app.synth()
     nag = [p for p in _report(tmp_path)["pluginReports"] if p["pluginName"] == "AwsSolutions"][0]
     assert nag["conclusion"] == "success" and not nag.get("violations")
-    reasons = {(v["ruleName"], v["violatingConstructs"][0]["constructPath"].split("/")[0]): v["reason"]
-               for v in nag["suppressedViolations"]}
+    reasons = {
+        (v["ruleName"], v["violatingConstructs"][0]["constructPath"].split("/")[0]): v["reason"]
+        for v in nag["suppressedViolations"]
+    }
     assert "replacing the instances" in reasons[("AwsSolutions-SMG4", "Exposed")]
     assert "requested explicitly through allowed_cidrs" in reasons[("AwsSolutions-EC23", "Exposed")]
 
@@ -155,10 +171,18 @@ def test_llm_affinity_lint_reports_nothing_on_options(options_synth):
     from llm_affinity.checks.lint import lint_paths
 
     report = lint_paths([str(p) for p in options_synth.paths.values()])
-    serious = sorted({(f.rule.id, Path(f.resource.location.file or "").name) for f in report.findings
-                      if f.rule.severity in ("warning", "error")})
-    assert serious == [("FLEET001", "NlbTls.template.json"), ("FLEET004", "AlbHttps.template.json"),
-                       ("NLB002", "NlbPublic.template.json")]
+    serious = sorted(
+        {
+            (f.rule.id, Path(f.resource.location.file or "").name)
+            for f in report.findings
+            if f.rule.severity in ("warning", "error")
+        }
+    )
+    assert serious == [
+        ("FLEET001", "NlbTls.template.json"),
+        ("FLEET004", "AlbHttps.template.json"),
+        ("NLB002", "NlbPublic.template.json"),
+    ]
 
 
 def test_every_acknowledgement_has_a_real_reason(reference_synth):
@@ -200,8 +224,9 @@ def _add_plugins(app):
 def _cross_zone_off(stack):
     cfn_tg = stack.front.target_group.node.default_child
     # escape hatch: rewrite the cross-zone attribute behind the construct's back
-    cfn_tg.add_property_override("TargetGroupAttributes.1", {"Key": "load_balancing.cross_zone.enabled",
-                                                             "Value": "false"})
+    cfn_tg.add_property_override(
+        "TargetGroupAttributes.1", {"Key": "load_balancing.cross_zone.enabled", "Value": "false"}
+    )
     return cfn_tg
 
 
@@ -244,10 +269,19 @@ def _project_without_credentials(tmp_path):
     work.mkdir()
     shutil.copy(ROOT / "app.py", work / "app.py")
     shutil.copy(ROOT / "cdk.json", work / "cdk.json")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("AWS_") and (not k.startswith("CDK_") or k == "CDK_HOME")}  # .ci/run: CLI state in the checkout
-    env.update({"PYTHONPATH": str(ROOT), "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-                "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AWS_") and (not k.startswith("CDK_") or k == "CDK_HOME")
+    }  # .ci/run: CLI state in the checkout
+    env.update(
+        {
+            "PYTHONPATH": str(ROOT),
+            "AWS_CONFIG_FILE": "/nonexistent",
+            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        }
+    )
     return work, env
 
 
@@ -299,15 +333,23 @@ def test_cdk_cli_synth_without_credentials(tmp_path):
     """`cdk synth` (the npm CLI reading cdk.json) works with no account, no credentials."""
     work, env = _project_without_credentials(tmp_path)
     env["PATH"] = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
-    out = subprocess.run(["cdk", "synth", "--no-notices", "--quiet", "--no-version-reporting"], cwd=work, env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        ["cdk", "synth", "--no-notices", "--quiet", "--no-version-reporting"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     for sid in STACK_IDS:
         assert (work / "cdk.out" / f"{sid}.template.json").exists()
 
 
-@pytest.mark.skipif(shutil.which("cdk") is None or not (ROOT / ".venv" / "bin" / "python").exists(),
-                    reason="needs the CDK CLI (npm install -g aws-cdk) and the project venv (make venv)")
+@pytest.mark.skipif(
+    shutil.which("cdk") is None or not (ROOT / ".venv" / "bin" / "python").exists(),
+    reason="needs the CDK CLI (npm install -g aws-cdk) and the project venv (make venv)",
+)
 def test_cdk_ls_uses_the_project_venv_without_activation(tmp_path):
     """cdk.json runs `.venv/bin/python app.py` when the venv exists: `cdk ls` works from a plain
     shell whose PATH has no venv (docs/constructs.md, "CDK CLI")."""
@@ -315,7 +357,13 @@ def test_cdk_ls_uses_the_project_venv_without_activation(tmp_path):
     (work / ".venv").symlink_to(ROOT / ".venv")
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     env.pop("VIRTUAL_ENV", None)
-    out = subprocess.run(["cdk", "ls", "--no-notices", "--no-version-reporting"], cwd=work, env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        ["cdk", "ls", "--no-notices", "--no-version-reporting"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == STACK_IDS

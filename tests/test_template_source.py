@@ -5,13 +5,12 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from conftest import FIXTURES
 
 from llm_affinity.checks.lint import lint_paths
 from llm_affinity.checks.model import UNKNOWN
 from llm_affinity.checks.sources.inputs import load_paths
 from llm_affinity.checks.sources.template_file import TemplateError, parse_text, read_template
-
-from conftest import FIXTURES
 
 ALL_TAGS = textwrap.dedent("""\
     Resources:
@@ -64,7 +63,9 @@ def test_every_short_form_tag_becomes_long_form():
 
 
 def test_json_resource_lines(write):
-    path = write("t.json", '{\n "Resources": {\n  "A": {"Type": "Custom::A"},\n\n  "B": {\n   "Type": "Custom::B"}\n }\n}\n')
+    path = write(
+        "t.json", '{\n "Resources": {\n  "A": {"Type": "Custom::A"},\n\n  "B": {\n   "Type": "Custom::B"}\n }\n}\n'
+    )
     assert read_template(path).resource_lines == {"A": 3, "B": 5}
 
 
@@ -88,76 +89,126 @@ def _ids(report, rule_id):
 
 
 def test_parameter_default_is_resolved(write):
-    path = write("t.yaml", _tg("- {Key: stickiness.lb_cookie.duration_seconds, Value: !Ref D}",
-                               "Parameters:\n  D: {Type: Number, Default: 0}"))
+    path = write(
+        "t.yaml",
+        _tg(
+            "- {Key: stickiness.lb_cookie.duration_seconds, Value: !Ref D}",
+            "Parameters:\n  D: {Type: Number, Default: 0}",
+        ),
+    )
     assert len(_ids(lint_paths([path]), "ALB002")) == 1
 
 
 def test_parameter_allowed_values_each_checked_and_named(write):
-    path = write("t.yaml", _tg("- {Key: stickiness.lb_cookie.duration_seconds, Value: !Ref D}",
-                               "Parameters:\n  D: {Type: Number, AllowedValues: [3600, 999999], Default: 3600}"))
+    path = write(
+        "t.yaml",
+        _tg(
+            "- {Key: stickiness.lb_cookie.duration_seconds, Value: !Ref D}",
+            "Parameters:\n  D: {Type: Number, AllowedValues: [3600, 999999], Default: 3600}",
+        ),
+    )
     hits = _ids(lint_paths([path]), "ALB002")
     assert len(hits) == 1 and "parameter D = '999999'" in hits[0].message
 
 
 def test_parameter_without_default_is_unknown_not_wrong(write):
-    path = write("t.yaml", _tg("- {Key: stickiness.lb_cookie.duration_seconds, Value: !Ref D}",
-                               "Parameters:\n  D: {Type: Number}"))
+    path = write(
+        "t.yaml",
+        _tg("- {Key: stickiness.lb_cookie.duration_seconds, Value: !Ref D}", "Parameters:\n  D: {Type: Number}"),
+    )
     report = lint_paths([path])
     assert not _ids(report, "ALB002")
     assert [(u.rule.id, u.value) for u in report.unknown] == [("ALB002", "stickiness.lb_cookie.duration_seconds")]
 
 
 def test_both_if_branches_checked_and_condition_named(write):
-    path = write("t.yaml", _tg("""\
+    path = write(
+        "t.yaml",
+        _tg(
+            """\
         - {Key: stickiness.enabled, Value: "true"}
         - Key: load_balancing.cross_zone.enabled
           Value: !If [IsLegacy, "false", "true"]
-        """, "Conditions:\n  IsLegacy: !Equals [!Ref AWS::Region, us-west-1]"))
+        """,
+            "Conditions:\n  IsLegacy: !Equals [!Ref AWS::Region, us-west-1]",
+        ),
+    )
     hits = _ids(lint_paths([path]), "ALB001")
     assert len(hits) == 1 and "condition IsLegacy is true" in hits[0].message
 
 
 def test_novalue_branch_applies_aws_default(write):
-    path = write("t.yaml", _tg("""\
+    path = write(
+        "t.yaml",
+        _tg(
+            """\
         - !If [Short, {Key: stickiness.lb_cookie.duration_seconds, Value: "0"}, !Ref AWS::NoValue]
-        """, "Conditions:\n  Short: !Equals [!Ref AWS::Region, us-west-1]"))
+        """,
+            "Conditions:\n  Short: !Equals [!Ref AWS::Region, us-west-1]",
+        ),
+    )
     hits = _ids(lint_paths([path]), "ALB002")
     assert len(hits) == 1 and "condition Short is true" in hits[0].message
 
 
 def test_condition_of_literals_is_decided(write):
-    path = write("t.yaml", _tg("""\
+    path = write(
+        "t.yaml",
+        _tg(
+            """\
         - {Key: stickiness.enabled, Value: "true"}
         - Key: load_balancing.cross_zone.enabled
           Value: !If [Never, "false", "true"]
-        """, "Conditions:\n  Never: !Equals [a, b]"))
+        """,
+            "Conditions:\n  Never: !Equals [a, b]",
+        ),
+    )
     assert not _ids(lint_paths([path]), "ALB001")
 
 
 def test_join_and_sub_of_literals_and_parameters(write):
-    path = write("t.yaml", _tg("""\
+    path = write(
+        "t.yaml",
+        _tg(
+            """\
         - {Key: stickiness.enabled, Value: "true"}
         - {Key: stickiness.type, Value: app_cookie}
         - Key: stickiness.app_cookie.cookie_name
           Value: !Join ["", [AWS, !Sub "ALB${Suffix}"]]
-        """, "Parameters:\n  Suffix: {Type: String, Default: X}"))
+        """,
+            "Parameters:\n  Suffix: {Type: String, Default: X}",
+        ),
+    )
     hits = _ids(lint_paths([path]), "ALB003")
     assert len(hits) == 1 and "'AWSALBX'" in hits[0].message
 
 
-@pytest.mark.parametrize("value", [
-    "!GetAtt Other.Name", "!ImportValue Shared", "!Sub '${AWS::Region}x'", "!Select [0, !GetAZs '']",
-    "!FindInMap [M, !Ref AWS::Region, k]", "!Ref AWS::StackName", "{Fn::Unknown: 1}",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "!GetAtt Other.Name",
+        "!ImportValue Shared",
+        "!Sub '${AWS::Region}x'",
+        "!Select [0, !GetAZs '']",
+        "!FindInMap [M, !Ref AWS::Region, k]",
+        "!Ref AWS::StackName",
+        "{Fn::Unknown: 1}",
+    ],
+)
 def test_unresolvable_values_are_unknown_never_findings(write, value):
-    path = write("t.yaml", _tg(f"""\
+    path = write(
+        "t.yaml",
+        _tg(
+            f"""\
         - {{Key: stickiness.enabled, Value: "true"}}
         - {{Key: stickiness.type, Value: app_cookie}}
         - {{Key: stickiness.app_cookie.cookie_name, Value: {value}}}
         - {{Key: stickiness.app_cookie.duration_seconds, Value: {value}}}
         - {{Key: load_balancing.cross_zone.enabled, Value: {value}}}
-        """, "Mappings:\n  M: {us-east-1: {k: v}}\nResources0: {}"))
+        """,
+            "Mappings:\n  M: {us-east-1: {k: v}}\nResources0: {}",
+        ),
+    )
     report = lint_paths([path])
     assert not report.errors
     assert report.findings == []
@@ -165,8 +216,12 @@ def test_unresolvable_values_are_unknown_never_findings(write, value):
 
 
 def test_attribute_list_from_intrinsic_is_unknown(write):
-    path = write("t.yaml", _tg("!Ref AttrList", "Parameters:\n  AttrList: {Type: CommaDelimitedList}").replace(
-        "TargetGroupAttributes:\n        !Ref AttrList", "TargetGroupAttributes: !Ref AttrList"))
+    path = write(
+        "t.yaml",
+        _tg("!Ref AttrList", "Parameters:\n  AttrList: {Type: CommaDelimitedList}").replace(
+            "TargetGroupAttributes:\n        !Ref AttrList", "TargetGroupAttributes: !Ref AttrList"
+        ),
+    )
     tpl = read_template(path)
     assert tpl.data["Resources"]["Tg"]["Properties"]["TargetGroupAttributes"] == {"Ref": "AttrList"}
     report = lint_paths([path])
@@ -174,7 +229,9 @@ def test_attribute_list_from_intrinsic_is_unknown(write):
 
 
 def test_user_data_vllm_detected_through_base64_sub_and_join(write):
-    path = write("t.yaml", textwrap.dedent("""\
+    path = write(
+        "t.yaml",
+        textwrap.dedent("""\
         Parameters:
           Tag: {Type: String}
         Resources:
@@ -196,7 +253,8 @@ def test_user_data_vllm_detected_through_base64_sub_and_join(write):
               MaxSize: 3
               TargetGroupARNs: [!Ref Tg]
               LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: "1"}
-        """))
+        """),
+    )
     model = load_paths([path]).models[0]
     assert model.fleets[0].serving.reason == "user data starts vLLM"
     assert model.target_groups[0].inference
@@ -207,13 +265,18 @@ def test_literal_base64_user_data_is_decoded(write):
     import base64
 
     encoded = base64.b64encode(b"#!/bin/bash\nvllm serve m --no-enable-prefix-caching\n").decode()
-    path = write("t.json", '{"Resources": {"I": {"Type": "AWS::EC2::Instance", "Properties": '
-                           '{"InstanceType": "g5.xlarge", "UserData": "%s"}}}}' % encoded)
+    path = write(
+        "t.json",
+        '{"Resources": {"I": {"Type": "AWS::EC2::Instance", "Properties": '
+        '{"InstanceType": "g5.xlarge", "UserData": "%s"}}}}' % encoded,
+    )
     assert _ids(lint_paths([path]), "FLEET003")
 
 
 def test_mixed_instances_overrides_make_a_gpu_fleet(write):
-    path = write("t.yaml", textwrap.dedent("""\
+    path = write(
+        "t.yaml",
+        textwrap.dedent("""\
         Resources:
           Lt:
             Type: AWS::EC2::LaunchTemplate
@@ -228,7 +291,8 @@ def test_mixed_instances_overrides_make_a_gpu_fleet(write):
                 LaunchTemplate:
                   LaunchTemplateSpecification: {LaunchTemplateId: !Ref Lt, Version: "1"}
                   Overrides: [{InstanceType: m7i.large}, {InstanceType: g6.xlarge}]
-        """))
+        """),
+    )
     fleet = load_paths([path]).models[0].fleets[0]
     assert fleet.serving.reason == "accelerator instance type g6.xlarge"
 
@@ -237,8 +301,11 @@ def test_cdk_out_with_nested_assembly_and_nested_stack():
     loaded = load_paths([str(FIXTURES / "cdkout")])
     assert not loaded.errors
     names = sorted(p.rsplit("/", 1)[-1] for p in loaded.inputs)
-    assert names == ["ProdGateway.template.json", "ProdGatewayNestedStack.nested.template.json",
-                     "ServingStack.template.json"]
+    assert names == [
+        "ProdGateway.template.json",
+        "ProdGatewayNestedStack.nested.template.json",
+        "ServingStack.template.json",
+    ]
     report = lint_paths([str(FIXTURES / "cdkout")])
     got = {(f.rule.id, f.resource.id) for f in report.findings}
     assert ("ALB001", "FleetTargetGroupB3A2C1") in got
@@ -255,17 +322,20 @@ def test_folder_skips_non_templates(write, tmp_path):
     assert not loaded.errors and len(loaded.inputs) == 1
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("", "empty file"),
-    ("   \n", "empty file"),
-    ("Resources: [", "not valid YAML or JSON"),
-    ("{\"Resources\": {\"A\": 1,}}", "not valid JSON: Expecting property name enclosed in double quotes at line 1"),
-    ("- a\n- b\n", "top level is a list"),
-    ("AWSTemplateFormatVersion: '2010-09-09'\n", "no Resources section"),
-    ("Resources: [1, 2]\n", "Resources is a list"),
-    ("Resources:\n  A: {Type: X}\n  A: {Type: Y}\n", "duplicate key 'A' at line 3 (first at line 2)"),
-    ('{"Resources": {"A": {"Type": "X"}, "A": {"Type": "Y"}}}', "duplicate key 'A'"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", "empty file"),
+        ("   \n", "empty file"),
+        ("Resources: [", "not valid YAML or JSON"),
+        ('{"Resources": {"A": 1,}}', "not valid JSON: Expecting property name enclosed in double quotes at line 1"),
+        ("- a\n- b\n", "top level is a list"),
+        ("AWSTemplateFormatVersion: '2010-09-09'\n", "no Resources section"),
+        ("Resources: [1, 2]\n", "Resources is a list"),
+        ("Resources:\n  A: {Type: X}\n  A: {Type: Y}\n", "duplicate key 'A' at line 3 (first at line 2)"),
+        ('{"Resources": {"A": {"Type": "X"}, "A": {"Type": "Y"}}}', "duplicate key 'A'"),
+    ],
+)
 def test_bad_text_gives_one_line_reason(write, text, expected):
     path = write("bad.json" if text.startswith("{") else "bad.yaml", text)
     with pytest.raises(TemplateError) as info:
@@ -274,7 +344,9 @@ def test_bad_text_gives_one_line_reason(write, text, expected):
 
 
 def test_unknown_resource_types_are_fine(write):
-    path = write("t.yaml", "Resources:\n  X: {Type: 'Vendor::Thing::Widget', Properties: {A: 1}}\n  Y: {Type: 5}\n  Z: 7\n")
+    path = write(
+        "t.yaml", "Resources:\n  X: {Type: 'Vendor::Thing::Widget', Properties: {A: 1}}\n  Y: {Type: 5}\n  Z: 7\n"
+    )
     report = lint_paths([path])
     assert not report.errors and not report.findings
 
@@ -285,8 +357,17 @@ def test_deeply_nested_intrinsics_do_not_crash(write):
         value = {"Fn::Join": ["", [value]]}
     import json
 
-    template = {"Resources": {"Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-        "Protocol": "HTTP", "TargetGroupAttributes": [{"Key": "stickiness.app_cookie.cookie_name", "Value": value}]}}}}
+    template = {
+        "Resources": {
+            "Tg": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {
+                    "Protocol": "HTTP",
+                    "TargetGroupAttributes": [{"Key": "stickiness.app_cookie.cookie_name", "Value": value}],
+                },
+            }
+        }
+    }
     path = write("deep.json", json.dumps(template))
     report = lint_paths([path])
     assert not report.findings

@@ -6,16 +6,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Sequence
 
-from .runner import Report, evaluate, select_rules
 from .model import ModelError
 from .rules import Rule, Settings
+from .runner import Report, evaluate, select_rules
 from .sources.inputs import load_paths, unexpected
 
 TOO_LARGE = "too large to resolve"
 
 
-def lint_paths(paths: Iterable[str], ignore: Iterable[str] = (), rules: Sequence[Rule] | None = None,
-               settings: Settings | None = None) -> Report:
+def lint_paths(
+    paths: Iterable[str],
+    ignore: Iterable[str] = (),
+    rules: Sequence[Rule] | None = None,
+    settings: Settings | None = None,
+) -> Report:
     """Lint every path; unreadable inputs are reported in ``errors`` and the rest still checked."""
     loaded = load_paths(paths)
     chosen = list(rules) if rules is not None else select_rules(ignore)

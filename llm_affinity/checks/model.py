@@ -381,8 +381,14 @@ class Model:
 
     def all_resources(self) -> Iterable[Resource]:
         return itertools.chain(
-            self.load_balancers, self.listeners, self.target_groups, self.fleets,
-            self.engines, self.services, self.gateways, self.alarms,
+            self.load_balancers,
+            self.listeners,
+            self.target_groups,
+            self.fleets,
+            self.engines,
+            self.services,
+            self.gateways,
+            self.alarms,
         )
 
     def _index(self) -> "_Index":
@@ -465,8 +471,13 @@ class _Index:
 
     def __init__(self, model: Model):
         self.by_id: dict[tuple[str, Any], list[Any]] = {}
-        for kind, items in (("lb", model.load_balancers), ("tg", model.target_groups),
-                            ("listener", model.listeners), ("fleet", model.fleets), ("engine", model.engines)):
+        for kind, items in (
+            ("lb", model.load_balancers),
+            ("tg", model.target_groups),
+            ("listener", model.listeners),
+            ("fleet", model.fleets),
+            ("engine", model.engines),
+        ):
             for item in items:
                 self.by_id.setdefault((kind, item.id), []).append(item)
         self.forwards_by_tg: dict[Any, list[tuple[Listener, Forward]]] = {}

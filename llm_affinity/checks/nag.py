@@ -21,8 +21,13 @@ from __future__ import annotations
 import os
 
 import jsii
-from aws_cdk import (IPolicyValidationContext, IPolicyValidationPlugin, PolicyValidationPluginReport,
-                     PolicyViolatingResource, PolicyViolation)
+from aws_cdk import (
+    IPolicyValidationContext,
+    IPolicyValidationPlugin,
+    PolicyValidationPluginReport,
+    PolicyViolatingResource,
+    PolicyViolation,
+)
 
 from .. import __version__
 from .lint import lint_paths
@@ -37,12 +42,18 @@ PLUGIN_VERSION = __version__
 class LlmAffinityChecks:
     """Runs the llm-affinity rules on the synthesized templates."""
 
-    def __init__(self, fail_on: str = "warning", ignore: tuple[str, ...] = (),
-                 min_cookie_duration: int = DEFAULT_MIN_COOKIE_DURATION) -> None:
+    def __init__(
+        self,
+        fail_on: str = "warning",
+        ignore: tuple[str, ...] = (),
+        min_cookie_duration: int = DEFAULT_MIN_COOKIE_DURATION,
+    ) -> None:
         if fail_on not in FAIL_ON:
             raise ValueError(f"LlmAffinityChecks: fail_on={fail_on!r}; allowed: {', '.join(FAIL_ON)}")
         if not isinstance(min_cookie_duration, int) or not 1 <= min_cookie_duration <= 604800:
-            raise ValueError(f"LlmAffinityChecks: min_cookie_duration={min_cookie_duration!r}; allowed: 1–604800 seconds")
+            raise ValueError(
+                f"LlmAffinityChecks: min_cookie_duration={min_cookie_duration!r}; allowed: 1–604800 seconds"
+            )
         self._fail_on = fail_on
         self._ignore = tuple(ignore)
         self._settings = Settings(min_cookie_duration=min_cookie_duration)
@@ -58,6 +69,7 @@ class LlmAffinityChecks:
     @property
     def rule_ids(self) -> list[str]:
         from .rules import all_rules
+
         return [r.id for r in all_rules()]
 
     def validate(self, context: IPolicyValidationContext) -> PolicyValidationPluginReport:
@@ -77,34 +89,43 @@ class LlmAffinityChecks:
             resources = []
             for f in findings:
                 loc = f.resource.location
-                resources.append(PolicyViolatingResource(
-                    resource_logical_id=str(loc.resource_id),
-                    template_path=os.path.abspath(loc.file) if loc.file else paths[0],
-                    locations=[f"Properties ({f.message})"],
-                ))
-            violations.append(PolicyViolation(
-                rule_name=f"{PLUGIN_NAME}::{rule_id}",
-                description=f"{rule.title}: " + "; ".join(sorted({f.message for f in findings})),
-                fix=f"{rule.remediation} ({rule.docs})" if getattr(rule, "docs", None) else rule.remediation,
-                # CDK fails synth on "error"/"fatal"; a warning we want to fail on is raised to error.
-                severity="error" if (threshold is not None and SEVERITY_RANK[rule.severity] >= threshold)
-                else ("warning" if rule.severity != "info" else "info"),
-                violating_resources=resources,
-                rule_metadata={"llm-affinity:severity": rule.severity},
-            ))
+                resources.append(
+                    PolicyViolatingResource(
+                        resource_logical_id=str(loc.resource_id),
+                        template_path=os.path.abspath(loc.file) if loc.file else paths[0],
+                        locations=[f"Properties ({f.message})"],
+                    )
+                )
+            violations.append(
+                PolicyViolation(
+                    rule_name=f"{PLUGIN_NAME}::{rule_id}",
+                    description=f"{rule.title}: " + "; ".join(sorted({f.message for f in findings})),
+                    fix=f"{rule.remediation} ({rule.docs})" if getattr(rule, "docs", None) else rule.remediation,
+                    # CDK fails synth on "error"/"fatal"; a warning we want to fail on is raised to error.
+                    severity="error"
+                    if (threshold is not None and SEVERITY_RANK[rule.severity] >= threshold)
+                    else ("warning" if rule.severity != "info" else "info"),
+                    violating_resources=resources,
+                    rule_metadata={"llm-affinity:severity": rule.severity},
+                )
+            )
         for err in report.errors:
             failed = True
-            violations.append(PolicyViolation(
-                rule_name=f"{PLUGIN_NAME}::InputError",
-                description=f"could not read {getattr(err, 'input', '?')}: {getattr(err, 'message', err)}",
-                severity="error",
-                violating_resources=[PolicyViolatingResource(locations=["template"],
-                                                             template_path=paths[0] if paths else "")],
-            ))
+            violations.append(
+                PolicyViolation(
+                    rule_name=f"{PLUGIN_NAME}::InputError",
+                    description=f"could not read {getattr(err, 'input', '?')}: {getattr(err, 'message', err)}",
+                    severity="error",
+                    violating_resources=[
+                        PolicyViolatingResource(locations=["template"], template_path=paths[0] if paths else "")
+                    ],
+                )
+            )
         summary, counts = _summary(report, paths)
         violations.append(summary)
-        return PolicyValidationPluginReport(success=not failed, violations=violations,
-                                            plugin_version=PLUGIN_VERSION, metadata=counts)
+        return PolicyValidationPluginReport(
+            success=not failed, violations=violations, plugin_version=PLUGIN_VERSION, metadata=counts
+        )
 
 
 SUMMARY_RULE = f"{PLUGIN_NAME}::Checked"
@@ -120,27 +141,40 @@ def _summary(report, paths: list[str]) -> tuple[PolicyViolation, dict[str, str]]
     findings acknowledged through template metadata never reach CDK as violations."""
     import json
 
-    per_file: dict[str, dict[str, int]] = {os.path.basename(p): {"findings": 0, "suppressed": 0, "unknown": 0}
-                                           for p in paths}
-    for kind, items in (("findings", report.findings), ("suppressed", report.suppressed),
-                        ("unknown", report.unknown)):
+    per_file: dict[str, dict[str, int]] = {
+        os.path.basename(p): {"findings": 0, "suppressed": 0, "unknown": 0} for p in paths
+    }
+    for kind, items in (("findings", report.findings), ("suppressed", report.suppressed), ("unknown", report.unknown)):
         for item in items:
             name = os.path.basename(item.resource.location.file or "")
             if name in per_file:
                 per_file[name][kind] += 1
-    text = (f"llm-affinity checked {report.resources_checked} resources in {len(paths)} template(s): "
-            f"{len(report.findings)} finding(s), {len(report.suppressed)} suppressed with a reason, "
-            f"{len(report.unknown)} unknown value(s)")
+    text = (
+        f"llm-affinity checked {report.resources_checked} resources in {len(paths)} template(s): "
+        f"{len(report.findings)} finding(s), {len(report.suppressed)} suppressed with a reason, "
+        f"{len(report.unknown)} unknown value(s)"
+    )
     if report.unknown:
-        text += " (" + "; ".join(sorted({f"{u.rule.id} {u.resource.location.resource_id}: {u.value}"
-                                          for u in report.unknown})[:10]) + ")"
+        text += (
+            " ("
+            + "; ".join(
+                sorted({f"{u.rule.id} {u.resource.location.resource_id}: {u.value}" for u in report.unknown})[:10]
+            )
+            + ")"
+        )
     violation = PolicyViolation(
-        rule_name=SUMMARY_RULE, description=text, severity="info",
+        rule_name=SUMMARY_RULE,
+        description=text,
+        severity="info",
         fix="nothing to fix: this entry records what the llm-affinity gate checked",
         # one entry for the whole assembly (the folder holding the templates), so CDK's console
         # report shows one line, not one per stack
-        violating_resources=[PolicyViolatingResource(
-            resource_logical_id="*", locations=[os.path.basename(p) for p in paths],
-            template_path=os.path.dirname(paths[0]) if paths else "")],
+        violating_resources=[
+            PolicyViolatingResource(
+                resource_logical_id="*",
+                locations=[os.path.basename(p) for p in paths],
+                template_path=os.path.dirname(paths[0]) if paths else "",
+            )
+        ],
     )
     return violation, {name: json.dumps(counts, sort_keys=True) for name, counts in per_file.items()}

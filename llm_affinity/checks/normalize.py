@@ -22,7 +22,13 @@ from typing import Any, Callable
 
 from ..common.definitions import ACCELERATOR_TYPES
 from .model import (
-    ABSENT, UNKNOWN, Forward, Invalid, LoadBalancerSettings, TargetGroupSettings, Unresolved,
+    ABSENT,
+    UNKNOWN,
+    Forward,
+    Invalid,
+    LoadBalancerSettings,
+    TargetGroupSettings,
+    Unresolved,
 )
 
 #: Why every setting is unresolved when the attribute list itself could not be read.
@@ -87,7 +93,7 @@ def as_int(value: Any, what: str = "value") -> Any:
     if isinstance(value, str) and _INT_RE.match(value.strip()):
         text = value.strip()
         if len(text.lstrip("+-")) >= 4000:  # int() refuses such strings; out of every range
-            return -10 ** 4000 if text.startswith("-") else 10 ** 4000
+            return -(10**4000) if text.startswith("-") else 10**4000
         return int(text)
     return Invalid(value, "an integer")
 
@@ -199,11 +205,15 @@ def target_group(props: dict) -> TargetGroupSettings:
         lb_cookie_duration=attrs.get("stickiness.lb_cookie.duration_seconds", as_int, 86400),
         app_cookie_duration=attrs.get("stickiness.app_cookie.duration_seconds", as_int, 86400),
         cookie_name=attrs.get("stickiness.app_cookie.cookie_name", as_text, None),
-        cross_zone=attrs.get("load_balancing.cross_zone.enabled", lambda v, k: as_word(v, TG_CROSS_ZONE, k),
-                             "use_load_balancer_configuration"),
+        cross_zone=attrs.get(
+            "load_balancing.cross_zone.enabled",
+            lambda v, k: as_word(v, TG_CROSS_ZONE, k),
+            "use_load_balancer_configuration",
+        ),
         algorithm=attrs.get("load_balancing.algorithm.type", lambda v, k: as_word(v, ALGORITHMS, k), "round_robin"),
-        anomaly_mitigation=attrs.get("load_balancing.algorithm.anomaly_mitigation",
-                                     lambda v, k: as_word(v, ON_OFF, k), "off"),
+        anomaly_mitigation=attrs.get(
+            "load_balancing.algorithm.anomaly_mitigation", lambda v, k: as_word(v, ON_OFF, k), "off"
+        ),
         deregistration_delay=attrs.get("deregistration_delay.timeout_seconds", as_int, 300),
     )
 
@@ -230,8 +240,9 @@ def load_balancer(props: dict) -> LoadBalancerSettings:
         access_logs=attrs.get("access_logs.s3.enabled", as_bool, False),
         # an ALB balances across zones always, whatever the attribute says (AWS: "always
         # turned on at the load balancer level"); target groups may opt out (ALB001)
-        cross_zone=True if lb_type == "application" else attrs.get("load_balancing.cross_zone.enabled", as_bool,
-                                                                    cross_zone),
+        cross_zone=True
+        if lb_type == "application"
+        else attrs.get("load_balancing.cross_zone.enabled", as_bool, cross_zone),
     )
 
 
@@ -265,7 +276,9 @@ def forwards(actions: Any) -> list[Forward]:
             if isinstance(groups, list):
                 listed: list[Any] = []
                 for group in groups:
-                    tg = ref_id(group.get("TargetGroupArn", UNKNOWN)) if isinstance(group, dict) else Unresolved("entry")
+                    tg = (
+                        ref_id(group.get("TargetGroupArn", UNKNOWN)) if isinstance(group, dict) else Unresolved("entry")
+                    )
                     if isinstance(tg, Unresolved) or tg not in listed:
                         listed.append(tg)
                 weighted = len(listed) > 1 or not ids

@@ -16,12 +16,12 @@ from typing import Any, Iterable
 from xml.etree import ElementTree as ET
 
 from .. import __version__
-from .runner import Finding, Report
-from .rules import Rule
-from .severity import SARIF_LEVEL, SECURITY_SEVERITY
 from ..common.text import escape_match as _escape
 from ..common.text import printable
 from ..common.text import without_lone_surrogates as _without_lone_surrogates
+from .rules import Rule
+from .runner import Finding, Report
+from .severity import SARIF_LEVEL, SECURITY_SEVERITY
 
 TOOL_NAME = "llm-affinity"
 INFORMATION_URI = "https://github.com/llm-affinity/llm-affinity"
@@ -104,14 +104,18 @@ def render_text(report: Report, color: bool = False) -> str:
         for f in findings:
             loc = f.resource.location
             place = f"{where}:{loc.line}" if loc.file and loc.line else (loc.resource_id if not loc.file else where)
-            lines.append(f"  {printable(place)}  {paint(f'{f.severity:<7}', f.severity)} {f.rule.id:<8} "
-                         f"{printable(f.message)}")
+            lines.append(
+                f"  {printable(place)}  {paint(f'{f.severity:<7}', f.severity)} {f.rule.id:<8} {printable(f.message)}"
+            )
             lines.append(paint(f"      fix: {f.rule.remediation}  ({f.rule.docs})", "dim"))
         lines.append("")
     summary = report.summary()
     parts = [f"{summary['error']} error(s)", f"{summary['warning']} warning(s)", f"{summary['info']} info"]
-    tail = [f"{len(report.suppressed)} suppressed", f"{len(report.unknown)} unknown",
-            f"{report.resources_checked} resources in {len(report.inputs)} input(s)"]
+    tail = [
+        f"{len(report.suppressed)} suppressed",
+        f"{len(report.unknown)} unknown",
+        f"{report.resources_checked} resources in {len(report.inputs)} input(s)",
+    ]
     if report.errors:
         tail.append(f"{len(report.errors)} input(s) could not be read")
     lines.append(", ".join(parts) + " · " + " · ".join(tail))
@@ -126,17 +130,33 @@ def render_rules_text(rules: Iterable[Rule]) -> str:
 
 
 def render_rules_json(rules: Iterable[Rule]) -> str:
-    return json.dumps({"tool": TOOL_NAME, "version": __version__, "rules": [r.as_dict() for r in rules]}, indent=2) + "\n"
+    return (
+        json.dumps({"tool": TOOL_NAME, "version": __version__, "rules": [r.as_dict() for r in rules]}, indent=2) + "\n"
+    )
 
 
 # --- rule catalogue as Markdown (docs/rules.md) --------------------------------------------------
 
 RULES_MARKDOWN_COMMAND = "llm-affinity rules --format markdown > docs/rules.md"
-_LAYER_TITLES = {"routing": "Routing layer (load balancers)", "engine": "Engine and fleet (vLLM)",
-                 "tool-session": "Tool-session layer (AgentCore Gateway)", "meta": "The tool's own input"}
+_LAYER_TITLES = {
+    "routing": "Routing layer (load balancers)",
+    "engine": "Engine and fleet (vLLM)",
+    "tool-session": "Tool-session layer (AgentCore Gateway)",
+    "meta": "The tool's own input",
+}
 #: Keys of Rule.as_dict() rendered in their own place; any other key a rule grows is listed too.
-_RULE_KEYS_SHOWN = ("id", "title", "severity", "layer", "failure_mode", "failure_code", "inference_only",
-                    "rationale", "remediation", "docs")
+_RULE_KEYS_SHOWN = (
+    "id",
+    "title",
+    "severity",
+    "layer",
+    "failure_mode",
+    "failure_code",
+    "inference_only",
+    "rationale",
+    "remediation",
+    "docs",
+)
 
 
 def _md_cell(text: Any) -> str:
@@ -185,9 +205,14 @@ def render_rules_markdown(rules: Iterable[Rule]) -> str:
     ]
     modes = _failure_modes(items)
     if modes:
-        out += ["## Failure modes", "",
-                "A rule's failure mode names what goes wrong in production when it fires.", "",
-                "| code | failure mode | rules |", "|---|---|---|"]
+        out += [
+            "## Failure modes",
+            "",
+            "A rule's failure mode names what goes wrong in production when it fires.",
+            "",
+            "| code | failure mode | rules |",
+            "|---|---|---|",
+        ]
         for code, text in modes:
             ids = [r["id"] for r in items if str(r.get("failure_mode", "")).split(":", 1)[0].strip() == code]
             out.append(f"| {_md_cell(code)} | {_md_cell(text)} | {', '.join(ids) or '–'} |")
@@ -202,17 +227,28 @@ def render_rules_markdown(rules: Iterable[Rule]) -> str:
             out.append(f"| [{r['id']}](#{r['id'].lower()}) | {r['severity']} | {scope} | {_md_cell(r['title'])} |")
         out.append("")
         for r in group:
-            out += [f"### {r['id']}", "", f"**{_md_cell(r['title'])}**", "",
-                    f"- Severity: {r['severity']}",
-                    f"- Layer: {r['layer']}",
-                    f"- Applies to: {'inference target groups and fleets only' if r.get('inference_only') else 'every matching resource'}",
-                    f"- Failure mode: {_md_cell(r.get('failure_mode', ''))}"]
+            out += [
+                f"### {r['id']}",
+                "",
+                f"**{_md_cell(r['title'])}**",
+                "",
+                f"- Severity: {r['severity']}",
+                f"- Layer: {r['layer']}",
+                f"- Applies to: {'inference target groups and fleets only' if r.get('inference_only') else 'every matching resource'}",
+                f"- Failure mode: {_md_cell(r.get('failure_mode', ''))}",
+            ]
             for key, value in r.items():
                 if key not in _RULE_KEYS_SHOWN:
                     out.append(f"- {key.replace('_', ' ').capitalize()}: {_md_cell(value)}")
-            out += ["", f"Why: {_md_cell(r.get('rationale', ''))}", "",
-                    f"Fix: {_md_cell(r.get('remediation', ''))}", "",
-                    f"AWS documentation: <{r.get('docs', '')}>", ""]
+            out += [
+                "",
+                f"Why: {_md_cell(r.get('rationale', ''))}",
+                "",
+                f"Fix: {_md_cell(r.get('remediation', ''))}",
+                "",
+                f"AWS documentation: <{r.get('docs', '')}>",
+                "",
+            ]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
@@ -235,11 +271,14 @@ def _uri(path: str) -> str:
 def _sarif_result(finding: Finding, index: dict[str, int], suppressed: bool) -> dict[str, Any]:
     loc = finding.resource.location
     location: dict[str, Any] = {
-        "logicalLocations": [{
-            "name": loc.resource_id,
-            "kind": "resource",
-            "fullyQualifiedName": loc.path or (f"{loc.region}/{loc.resource_id}" if loc.region else loc.resource_id),
-        }],
+        "logicalLocations": [
+            {
+                "name": loc.resource_id,
+                "kind": "resource",
+                "fullyQualifiedName": loc.path
+                or (f"{loc.region}/{loc.resource_id}" if loc.region else loc.resource_id),
+            }
+        ],
     }
     if loc.file:
         physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(loc.file)}}
@@ -269,19 +308,27 @@ def to_sarif_dict(report: Report) -> dict[str, Any]:
         "version": __version__,
         "semanticVersion": __version__,
         "informationUri": INFORMATION_URI,
-        "rules": [{
-            "id": r.id,
-            "name": r.title.replace(" ", ""),
-            "shortDescription": {"text": r.title},
-            "fullDescription": {"text": r.rationale},
-            "helpUri": r.docs,
-            "help": {"text": f"{r.rationale}\nFix: {r.remediation}\n{r.docs}",
-                     "markdown": f"{r.rationale}\n\n**Fix:** {r.remediation}\n\n[AWS documentation]({r.docs})"},
-            "defaultConfiguration": {"level": SARIF_LEVEL[r.severity]},
-            "properties": {"tags": [r.layer, r.failure_code], "layer": r.layer,
-                           "failureMode": r.failure_mode,
-                           "security-severity": SECURITY_SEVERITY[r.severity]},
-        } for r in rules],
+        "rules": [
+            {
+                "id": r.id,
+                "name": r.title.replace(" ", ""),
+                "shortDescription": {"text": r.title},
+                "fullDescription": {"text": r.rationale},
+                "helpUri": r.docs,
+                "help": {
+                    "text": f"{r.rationale}\nFix: {r.remediation}\n{r.docs}",
+                    "markdown": f"{r.rationale}\n\n**Fix:** {r.remediation}\n\n[AWS documentation]({r.docs})",
+                },
+                "defaultConfiguration": {"level": SARIF_LEVEL[r.severity]},
+                "properties": {
+                    "tags": [r.layer, r.failure_code],
+                    "layer": r.layer,
+                    "failureMode": r.failure_mode,
+                    "security-severity": SECURITY_SEVERITY[r.severity],
+                },
+            }
+            for r in rules
+        ],
     }
     results = [_sarif_result(f, index, False) for f in report.findings]
     results += [_sarif_result(f, index, True) for f in report.suppressed]
@@ -293,8 +340,14 @@ def to_sarif_dict(report: Report) -> dict[str, Any]:
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
-        "runs": [{"tool": {"driver": driver}, "results": results, "invocations": [invocation],
-                  "columnKind": "utf16CodeUnits"}],
+        "runs": [
+            {
+                "tool": {"driver": driver},
+                "results": results,
+                "invocations": [invocation],
+                "columnKind": "utf16CodeUnits",
+            }
+        ],
     }
 
 
@@ -328,8 +381,11 @@ def render_junit(report: Report) -> str:
                 loc = f.resource.location
                 case = ET.SubElement(suite, "testcase", classname=name, name=f"{r.id} {loc.resource_id}")
                 failure = ET.SubElement(case, "failure", message=f.message, type=f.severity)
-                failure.text = (f"{loc.resource_type} {loc.resource_id}" + (f" line {loc.line}" if loc.line else "")
-                                + f"\nfix: {r.remediation}\n{r.docs}")
+                failure.text = (
+                    f"{loc.resource_type} {loc.resource_id}"
+                    + (f" line {loc.line}" if loc.line else "")
+                    + f"\nfix: {r.remediation}\n{r.docs}"
+                )
                 failures += 1
                 tests += 1
         suite.set("tests", str(tests))

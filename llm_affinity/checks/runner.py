@@ -78,8 +78,7 @@ def select_rules(ignore: Iterable[str] = ()) -> list[Rule]:
     return [r for r in all_rules() if r.id not in skip]
 
 
-def evaluate(models: Sequence[Model], rules: Sequence[Rule] | None = None,
-             settings: Settings | None = None) -> Report:
+def evaluate(models: Sequence[Model], rules: Sequence[Rule] | None = None, settings: Settings | None = None) -> Report:
     """Run ``rules`` (default: all) over every model, with ``settings`` (default thresholds)."""
     rules = list(rules) if rules is not None else all_rules()
     report = Report(rules=rules)
@@ -125,8 +124,13 @@ def _with_variants(model: Model, hits: list[Hit]) -> str:
     # picks out exactly those variants.
     first = hits[0].resource
     common = {k: v for k, v in first.scenario.items() if all(h.resource.scenario.get(k, object()) == v for h in hits)}
-    matching = [r for r in model.all_resources() if r.id == first.id and r.type == first.type
-                and all(r.scenario.get(k, object()) == v for k, v in common.items())]
+    matching = [
+        r
+        for r in model.all_resources()
+        if r.id == first.id
+        and r.type == first.type
+        and all(r.scenario.get(k, object()) == v for k, v in common.items())
+    ]
     if common and len(matching) == len(labels):
         return f"{message} (when {scenario_label(common)})"
     return f"{message} (when {' or when '.join(labels)})"

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..common.definitions import ROLE_INFERENCE, ROLE_TAG, inference_server_name, is_accelerated_instance_type
-from .model import Candidate, EngineHost, Fleet, LaunchSpec, Model, Resource, Serving, Service, Unresolved
+from .model import Candidate, EngineHost, Fleet, LaunchSpec, Model, Resource, Service, Serving, Unresolved
 
 TAGGED = f"tagged {ROLE_TAG}={ROLE_INFERENCE}"
 #: At most this many branches are named in a verdict; the rest are counted.

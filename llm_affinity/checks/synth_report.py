@@ -45,7 +45,7 @@ class StackResult:
     name: str
     template: str
     resources: int
-    nag_violations: list[str] = field(default_factory=list)       # "rule at construct path"
+    nag_violations: list[str] = field(default_factory=list)  # "rule at construct path"
     nag_acknowledged: list[Acknowledged] = field(default_factory=list)
     nag_ran: bool = False
     ours_findings: list[str] = field(default_factory=list)
@@ -147,16 +147,20 @@ def read_assembly(folder: str | Path) -> list[StackResult]:
                 if stack is None:
                     continue
                 item = f"{rule} at {construct.get('constructPath')}"
-                (results[stack].nag_violations if plugin_name == NAG_PLUGIN else results[stack].ours_findings).append(item)
+                (results[stack].nag_violations if plugin_name == NAG_PLUGIN else results[stack].ours_findings).append(
+                    item
+                )
         for violation in plugin.get("suppressedViolations", []):
             for construct in violation.get("violatingConstructs", []):
                 stack = _stack_of(construct.get("constructPath", ""), names)
                 if stack is None:
                     continue
-                ack = Acknowledged(violation.get("ruleName", "?"), construct.get("constructPath", ""),
-                                   violation.get("reason", ""))
-                (results[stack].nag_acknowledged if plugin_name == NAG_PLUGIN
-                 else results[stack].ours_acknowledged).append(ack)
+                ack = Acknowledged(
+                    violation.get("ruleName", "?"), construct.get("constructPath", ""), violation.get("reason", "")
+                )
+                (
+                    results[stack].nag_acknowledged if plugin_name == NAG_PLUGIN else results[stack].ours_acknowledged
+                ).append(ack)
         if plugin_name == OUR_PLUGIN:
             for template_name, counts in (plugin.get("metadata") or {}).items():
                 stack = next((r for r in results.values() if r.template == template_name), None)
@@ -174,13 +178,21 @@ def render(results: list[StackResult], verbose: bool = False) -> str:
     rows = []
     for r in results:
         nag = f"{len(r.nag_violations)} violations / {len(r.nag_acknowledged)} acknowledged" if r.nag_ran else "not run"
-        ours = (f"{len(r.ours_findings)} findings / {len(r.ours_acknowledged)} acknowledged"
-                + (f" / {r.ours_unknown} unknown" if r.ours_unknown else "")) if r.ours_ran else "not run"
+        ours = (
+            (
+                f"{len(r.ours_findings)} findings / {len(r.ours_acknowledged)} acknowledged"
+                + (f" / {r.ours_unknown} unknown" if r.ours_unknown else "")
+            )
+            if r.ours_ran
+            else "not run"
+        )
         rows.append((r.name, str(r.resources), nag, ours, str(len(r.warnings))))
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells) -> str:
-        return "  ".join(c.rjust(w) if i in (1, 4) else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in (1, 4) else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
 
     out = [line(headers), line(["-" * w for w in widths]), *(line(row) for row in rows)]
     if not rows:
@@ -191,21 +203,27 @@ def render(results: list[StackResult], verbose: bool = False) -> str:
     warnings = [(r.name, w) for r in results for w in r.warnings]
     if warnings:
         out += ["", "construct warnings:"] + [f"  [{level}] {path}: {text}" for _name, (level, path, text) in warnings]
-    acks = [(r.name, "cdk-nag", a) for r in results for a in r.nag_acknowledged] + \
-           [(r.name, "llm-affinity", a) for r in results for a in r.ours_acknowledged]
+    acks = [(r.name, "cdk-nag", a) for r in results for a in r.nag_acknowledged] + [
+        (r.name, "llm-affinity", a) for r in results for a in r.ours_acknowledged
+    ]
     if verbose and acks:
         out += ["", "acknowledged, with reasons:"]
         out += [f"  {name}: {a.rule} at {a.path} ({gate}): {a.reason or '(no reason)'}" for name, gate, a in acks]
     elif acks:
-        out += ["", f"{len(acks)} acknowledgement(s) with reasons: rerun with VERBOSE=1 (make run VERBOSE=1) "
-                     "or --verbose to list them"]
+        out += [
+            "",
+            f"{len(acks)} acknowledgement(s) with reasons: rerun with VERBOSE=1 (make run VERBOSE=1) "
+            "or --verbose to list them",
+        ]
     return "\n".join(out) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m llm_affinity.checks.synth_report",
-                                     description="Per-stack table of what cdk-nag, the llm-affinity gate and "
-                                                 "the constructs reported during `cdk synth`.")
+    parser = argparse.ArgumentParser(
+        prog="python -m llm_affinity.checks.synth_report",
+        description="Per-stack table of what cdk-nag, the llm-affinity gate and "
+        "the constructs reported during `cdk synth`.",
+    )
     parser.add_argument("assembly", nargs="?", default="cdk.out", help="cloud assembly folder (default: cdk.out)")
     parser.add_argument("--verbose", "-v", action="store_true", help="list every acknowledgement with its reason")
     args = parser.parse_args(argv)

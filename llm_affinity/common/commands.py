@@ -42,7 +42,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> "NoReturn":  # type: ignore[override]
-        command = self.prog[len(PROG):].strip() if self.prog.startswith(PROG) else self.prog
+        command = self.prog[len(PROG) :].strip() if self.prog.startswith(PROG) else self.prog
         where = f"{command}: " if command else ""
         raise UsageError(f"{where}{message} (see `{self.prog} --help`)")
 
@@ -79,8 +79,9 @@ def emit(text: str, output: str | IO[str] | None) -> None:
 
 def add_output_options(parser: argparse.ArgumentParser | Any, formats: tuple[str, ...] = ("text", "json")) -> None:
     """``--format/-f`` and ``--output/-o``, the same on every command."""
-    parser.add_argument("--format", "-f", choices=formats, default=formats[0],
-                        help=f"report format (default: {formats[0]})")
+    parser.add_argument(
+        "--format", "-f", choices=formats, default=formats[0], help=f"report format (default: {formats[0]})"
+    )
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
 
 

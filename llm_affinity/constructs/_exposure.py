@@ -25,8 +25,16 @@ def open_to_world(cidrs: Sequence[Any]) -> bool:
     return any(not is_unresolved(c) and str(c).strip() in WORLD for c in cidrs)
 
 
-def check_exposure(construct: str, *, internet_facing: bool, encrypted: bool, cidrs: Sequence[Any],
-                   api_key: Any, allow_insecure_http: bool, allow_public_without_api_key: bool) -> bool:
+def check_exposure(
+    construct: str,
+    *,
+    internet_facing: bool,
+    encrypted: bool,
+    cidrs: Sequence[Any],
+    api_key: Any,
+    allow_insecure_http: bool,
+    allow_public_without_api_key: bool,
+) -> bool:
     """Raise for an unacknowledged insecure exposure; return whether vLLM needs an API key.
 
     `api_key`: None = automatic (on when internet-facing or open to the world), True/False, or a
@@ -35,14 +43,16 @@ def check_exposure(construct: str, *, internet_facing: bool, encrypted: bool, ci
         raise AffinityPropError(
             f"{construct}: internet_facing=True without a certificate is not allowed; allowed: certificate=<ACM "
             "certificate> (TLS), or allow_insecure_http=True to accept plain text on the internet (prompts, API "
-            "keys and session cookies travel unencrypted)")
+            "keys and session cookies travel unencrypted)"
+        )
     world = open_to_world(cidrs)
     wanted = (internet_facing or world) if api_key is None else api_key is not False
     if world and not wanted and not allow_public_without_api_key:
         raise AffinityPropError(
             f"{construct}: allowed_cidrs contains {', '.join(c for c in WORLD if c in map(str, cidrs))} with "
             "api_key=False, which is not allowed; allowed: an API key (api_key=None/True or a secret), narrower "
-            "allowed_cidrs, or allow_public_without_api_key=True (anyone who can reach it can use the GPUs)")
+            "allowed_cidrs, or allow_public_without_api_key=True (anyone who can reach it can use the GPUs)"
+        )
     return wanted
 
 
@@ -52,9 +62,12 @@ def acknowledge_world_ingress(security_group: Any, *, cidrs: Sequence[Any], encr
     an API key, the choice is explicit and protected, so it is acknowledged with that reason; a
     front that also opted out of TLS or of the key keeps the finding for its reviewer."""
     if open_to_world(cidrs) and encrypted and api_key_on:
-        acknowledge_nag(security_group, "AwsSolutions-EC23",
-                        "ingress from everywhere was requested explicitly through allowed_cidrs; the listener "
-                        "is TLS and vLLM requires an API key from Secrets Manager")
+        acknowledge_nag(
+            security_group,
+            "AwsSolutions-EC23",
+            "ingress from everywhere was requested explicitly through allowed_cidrs; the listener "
+            "is TLS and vLLM requires an API key from Secrets Manager",
+        )
 
 
 def peer(cidr: Any) -> Any:

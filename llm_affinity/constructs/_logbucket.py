@@ -31,7 +31,8 @@ NLB_LOG_DELIVERY = "delivery.logs.amazonaws.com"
 
 def new_access_log_bucket(scope: Construct, id: str) -> s3.Bucket:
     bucket = s3.Bucket(
-        scope, id,
+        scope,
+        id,
         encryption=s3.BucketEncryption.S3_MANAGED,
         block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
         enforce_ssl=True,
@@ -39,13 +40,17 @@ def new_access_log_bucket(scope: Construct, id: str) -> s3.Bucket:
         lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))],
         removal_policy=RemovalPolicy.RETAIN,
     )
-    acknowledge_nag(bucket, "AwsSolutions-S1",
-                    "this bucket is itself the access-log destination of the load balancer; logging it again would recurse")
+    acknowledge_nag(
+        bucket,
+        "AwsSolutions-S1",
+        "this bucket is itself the access-log destination of the load balancer; logging it again would recurse",
+    )
     return bucket
 
 
-def log_access_logs(scope: Construct, lb: elbv2.BaseLoadBalancer, bucket: s3.IBucket, prefix: str, *,
-                    network: bool) -> None:
+def log_access_logs(
+    scope: Construct, lb: elbv2.BaseLoadBalancer, bucket: s3.IBucket, prefix: str, *, network: bool
+) -> None:
     """`lb.log_access_logs(bucket, prefix)`, also when the stack has no Region."""
     stack = Stack.of(scope)
     if not Token.is_unresolved(stack.region):
@@ -57,17 +62,30 @@ def log_access_logs(scope: Construct, lb: elbv2.BaseLoadBalancer, bucket: s3.IBu
     objects = bucket.arn_for_objects(f"{prefix + '/' if prefix else ''}AWSLogs/{stack.account}/*")
     if network:
         delivery = iam.ServicePrincipal(NLB_LOG_DELIVERY)
-        bucket.add_to_resource_policy(iam.PolicyStatement(
-            actions=["s3:PutObject"], principals=[delivery], resources=[objects],
-            conditions={"StringEquals": {"s3:x-amz-acl": "bucket-owner-full-control"}}))
-        bucket.add_to_resource_policy(iam.PolicyStatement(
-            actions=["s3:GetBucketAcl"], principals=[delivery], resources=[bucket.bucket_arn]))
+        bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                principals=[delivery],
+                resources=[objects],
+                conditions={"StringEquals": {"s3:x-amz-acl": "bucket-owner-full-control"}},
+            )
+        )
+        bucket.add_to_resource_policy(
+            iam.PolicyStatement(actions=["s3:GetBucketAcl"], principals=[delivery], resources=[bucket.bucket_arn])
+        )
     else:
-        bucket.add_to_resource_policy(iam.PolicyStatement(
-            actions=["s3:PutObject"], principals=[iam.ServicePrincipal(ALB_LOG_DELIVERY)], resources=[objects]))
-        bucket.add_to_resource_policy(iam.PolicyStatement(
-            actions=["s3:PutObject"], principals=[iam.ArnPrincipal(_legacy_elb_account_arn(scope))],
-            resources=[objects]))
+        bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], principals=[iam.ServicePrincipal(ALB_LOG_DELIVERY)], resources=[objects]
+            )
+        )
+        bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                principals=[iam.ArnPrincipal(_legacy_elb_account_arn(scope))],
+                resources=[objects],
+            )
+        )
     policy = bucket.policy.node.default_child if bucket.policy is not None else None
     if policy is not None and lb.node.default_child is not None:
         lb.node.default_child.node.add_dependency(policy)
@@ -84,7 +102,10 @@ def _legacy_elb_account_arn(scope: Construct) -> str:
     legacy = sorted((r.name, r.elbv2_account) for r in RegionInfo.regions if r.elbv2_account)
     value: str = f"arn:{stack.partition}:iam::{stack.account}:root"
     for name, account in reversed(legacy):
-        condition = CfnCondition(scope, "ElbLogRegion" + name.title().replace("-", ""),
-                                 expression=Fn.condition_equals(stack.region, name))
-        value = Token.as_string(Fn.condition_if(condition.logical_id, f"arn:{stack.partition}:iam::{account}:root", value))
+        condition = CfnCondition(
+            scope, "ElbLogRegion" + name.title().replace("-", ""), expression=Fn.condition_equals(stack.region, name)
+        )
+        value = Token.as_string(
+            Fn.condition_if(condition.logical_id, f"arn:{stack.partition}:iam::{account}:root", value)
+        )
     return value

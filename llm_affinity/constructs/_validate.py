@@ -37,8 +37,9 @@ def seconds(value: Duration | int) -> int | None:
     return int(value)
 
 
-def require_range(construct: str, prop: str, value: Duration | int | None, low: int, high: int,
-                  unit: str = "s") -> None:
+def require_range(
+    construct: str, prop: str, value: Duration | int | None, low: int, high: int, unit: str = "s"
+) -> None:
     """Raise unless `low <= value <= high` (Tokens and None pass: they are judged elsewhere)."""
     if value is None:
         return
@@ -46,9 +47,7 @@ def require_range(construct: str, prop: str, value: Duration | int | None, low: 
     if secs is None:
         return
     if not low <= secs <= high:
-        raise AffinityPropError(
-            f"{construct}: {prop}={secs}{unit} is out of range; allowed {low}-{high}{unit}"
-        )
+        raise AffinityPropError(f"{construct}: {prop}={secs}{unit} is out of range; allowed {low}-{high}{unit}")
 
 
 def require(condition: bool, construct: str, prop: str, value: Any, allowed: str) -> None:
@@ -75,7 +74,9 @@ def require_pattern(construct: str, prop: str, value: Any, pattern: "re.Pattern[
     if isinstance(value, str) and is_unresolved(value):
         raise AffinityPropError(
             f"{construct}: {prop}={value!r} is a deploy-time value (CloudFormation token); allowed: a "
-            f"literal matching {pattern.pattern} ({why})")
+            f"literal matching {pattern.pattern} ({why})"
+        )
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise AffinityPropError(
-            f"{construct}: {prop}={value!r} is not allowed; allowed: a string matching {pattern.pattern} ({why})")
+            f"{construct}: {prop}={value!r} is not allowed; allowed: a string matching {pattern.pattern} ({why})"
+        )

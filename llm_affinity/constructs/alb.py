@@ -46,8 +46,9 @@ class AlbStickiness:
         return AlbStickiness("lb_cookie", ttl)
 
     @staticmethod
-    def app_cookie(cookie_name: str = "llm_session", ttl: Duration = Duration.days(1),
-                   session_header: str = "X-Session-Id") -> "AlbStickiness":
+    def app_cookie(
+        cookie_name: str = "llm_session", ttl: Duration = Duration.days(1), session_header: str = "X-Session-Id"
+    ) -> "AlbStickiness":
         """Application-based: the target sets `cookie_name`; the fleet then runs nginx that sets it
         from `session_header`, so one agent session maps to one instance even across clients."""
         _check_ttl(ttl)
@@ -56,7 +57,8 @@ class AlbStickiness:
         if not is_unresolved(cookie_name) and cookie_name.upper().startswith("AWSALB"):
             raise AffinityPropError(
                 f"AlbStickiness: cookie_name={cookie_name!r} is reserved; allowed: any name not "
-                "starting with AWSALB (AWSALB, AWSALBAPP, AWSALBTG are the load balancer's)")
+                "starting with AWSALB (AWSALB, AWSALBAPP, AWSALBTG are the load balancer's)"
+            )
         return AlbStickiness("app_cookie", ttl, cookie_name, session_header)
 
 
@@ -116,31 +118,55 @@ class StickyAlbFront(Construct):
         stickiness = stickiness or AlbStickiness.duration()
         vpc = fleet.vpc
         cidrs = allowed_cidrs if allowed_cidrs is not None else [vpc.vpc_cidr_block]
-        api_key_on = check_exposure(c, internet_facing=internet_facing, encrypted=certificate is not None,
-                                    cidrs=cidrs, api_key=api_key, allow_insecure_http=allow_insecure_http,
-                                    allow_public_without_api_key=allow_public_without_api_key)
-        require(cross_zone_enabled is True, c, "cross_zone_enabled", cross_zone_enabled,
-                "allowed: True (target stickiness is not supported when cross-zone is off)")
-        require(algorithm != elbv2.TargetGroupLoadBalancingAlgorithmType.WEIGHTED_RANDOM, c, "algorithm",
-                "weighted_random", "allowed: least_outstanding_requests or round_robin (AWS rejects "
-                "weighted_random with stickiness)")
+        api_key_on = check_exposure(
+            c,
+            internet_facing=internet_facing,
+            encrypted=certificate is not None,
+            cidrs=cidrs,
+            api_key=api_key,
+            allow_insecure_http=allow_insecure_http,
+            allow_public_without_api_key=allow_public_without_api_key,
+        )
+        require(
+            cross_zone_enabled is True,
+            c,
+            "cross_zone_enabled",
+            cross_zone_enabled,
+            "allowed: True (target stickiness is not supported when cross-zone is off)",
+        )
+        require(
+            algorithm != elbv2.TargetGroupLoadBalancingAlgorithmType.WEIGHTED_RANDOM,
+            c,
+            "algorithm",
+            "weighted_random",
+            "allowed: least_outstanding_requests or round_robin (AWS rejects weighted_random with stickiness)",
+        )
         require_range(c, "idle_timeout", idle_timeout, 120, 4000)
         require_range(c, "deregistration_delay", deregistration_delay, 60, 3600)
         if "AWSLogs" in access_log_prefix:
-            raise AffinityPropError(f"{c}: access_log_prefix={access_log_prefix!r} is not allowed; "
-                                    "allowed: a prefix without 'AWSLogs'")
+            raise AffinityPropError(
+                f"{c}: access_log_prefix={access_log_prefix!r} is not allowed; allowed: a prefix without 'AWSLogs'"
+            )
         if green_fleet is not None:
-            require(stickiness.kind == "lb_cookie", c, "stickiness", stickiness.kind,
-                    "allowed with green_fleet: AlbStickiness.duration(...) only (application-based "
-                    "stickiness does not work with weighted target groups)")
+            require(
+                stickiness.kind == "lb_cookie",
+                c,
+                "stickiness",
+                stickiness.kind,
+                "allowed with green_fleet: AlbStickiness.duration(...) only (application-based "
+                "stickiness does not work with weighted target groups)",
+            )
             require_range(c, "group_stickiness", group_stickiness, STICKY_MIN_S, STICKY_MAX_S)
             for prop, w in (("blue_weight", blue_weight), ("green_weight", green_weight)):
                 require_int(c, prop, w, 0, 999)
             if green_fleet.cookie_proxy is not None:
-                raise AffinityPropError(f"{c}: green_fleet has a cookie proxy; allowed: a fleet without app-cookie mode")
+                raise AffinityPropError(
+                    f"{c}: green_fleet has a cookie proxy; allowed: a fleet without app-cookie mode"
+                )
         if stickiness.kind == "app_cookie":
-            fleet.enable_cookie_proxy(stickiness.cookie_name or "", stickiness.session_header,
-                                      secure=certificate is not None)
+            fleet.enable_cookie_proxy(
+                stickiness.cookie_name or "", stickiness.session_header, secure=certificate is not None
+            )
         if api_key_on:
             for f in filter(None, (fleet, green_fleet)):
                 f.enable_api_key(None if api_key is None or isinstance(api_key, bool) else api_key)
@@ -149,65 +175,107 @@ class StickyAlbFront(Construct):
         self.stickiness = stickiness
         port = 443 if certificate else 80
 
-        self.security_group = ec2.SecurityGroup(self, "AlbSg", vpc=vpc, allow_all_outbound=False,
-                                                description="inference ALB: listener port from allowed CIDRs")
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "AlbSg",
+            vpc=vpc,
+            allow_all_outbound=False,
+            description="inference ALB: listener port from allowed CIDRs",
+        )
         for i, cidr in enumerate(cidrs):
-            self.security_group.add_ingress_rule(_peer(cidr), ec2.Port.tcp(port),
-                                                 f"inference clients {i}")
-        acknowledge_world_ingress(self.security_group, cidrs=cidrs, encrypted=certificate is not None, api_key_on=api_key_on)
+            self.security_group.add_ingress_rule(_peer(cidr), ec2.Port.tcp(port), f"inference clients {i}")
+        acknowledge_world_ingress(
+            self.security_group, cidrs=cidrs, encrypted=certificate is not None, api_key_on=api_key_on
+        )
         if any(is_unresolved(cidr) for cidr in cidrs):
-            acknowledge_nag(self.security_group, "AwsSolutions-EC23",
-                            "ingress is limited to the given CIDRs (default: the VPC CIDR); the rule cannot "
-                            "evaluate a CIDR that is a CloudFormation reference and throws instead")
+            acknowledge_nag(
+                self.security_group,
+                "AwsSolutions-EC23",
+                "ingress is limited to the given CIDRs (default: the VPC CIDR); the rule cannot "
+                "evaluate a CIDR that is a CloudFormation reference and throws instead",
+            )
         self.load_balancer = elbv2.ApplicationLoadBalancer(
-            self, "Alb", vpc=vpc, internet_facing=internet_facing,
+            self,
+            "Alb",
+            vpc=vpc,
+            internet_facing=internet_facing,
             security_group=self.security_group,
             idle_timeout=idle_timeout,
             drop_invalid_header_fields=True,
             desync_mitigation_mode=elbv2.DesyncMitigationMode.DEFENSIVE,
-            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC if internet_facing
-                                            else ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            vpc_subnets=ec2.SubnetSelection(
+                subnet_type=ec2.SubnetType.PUBLIC if internet_facing else ec2.SubnetType.PRIVATE_WITH_EGRESS
+            ),
         )
         self.access_log_bucket = access_log_bucket or new_access_log_bucket(self, "AccessLogs")
         log_access_logs(self, self.load_balancer, self.access_log_bucket, access_log_prefix, network=False)
 
         self.target_groups = [self._target_group("Blue", fleet, stickiness, deregistration_delay, algorithm)]
         if green_fleet is not None:
-            self.target_groups.append(self._target_group("Green", green_fleet, stickiness,
-                                                         deregistration_delay, algorithm))
+            self.target_groups.append(
+                self._target_group("Green", green_fleet, stickiness, deregistration_delay, algorithm)
+            )
 
         if certificate:
             self.listener = self.load_balancer.add_listener(
-                "Https", port=443, protocol=elbv2.ApplicationProtocol.HTTPS, certificates=[certificate],
-                ssl_policy=elbv2.SslPolicy.RECOMMENDED_TLS, open=False)
+                "Https",
+                port=443,
+                protocol=elbv2.ApplicationProtocol.HTTPS,
+                certificates=[certificate],
+                ssl_policy=elbv2.SslPolicy.RECOMMENDED_TLS,
+                open=False,
+            )
         else:
             self.listener = self.load_balancer.add_listener(
-                "Http", port=80, protocol=elbv2.ApplicationProtocol.HTTP, open=False)
+                "Http", port=80, protocol=elbv2.ApplicationProtocol.HTTP, open=False
+            )
             Annotations.of(self).add_warning_v2(
                 "llm-affinity:PlainHttpListener",
                 "StickyAlbFront: no certificate given, the listener is plain HTTP on port 80; "
-                "pass certificate=... for HTTPS (session cookies, API keys and prompts travel unencrypted)")
+                "pass certificate=... for HTTPS (session cookies, API keys and prompts travel unencrypted)",
+            )
         if green_fleet is None:
             self.listener.add_target_groups("Forward", target_groups=self.target_groups)
         else:
-            self.listener.add_action("WeightedForward", action=elbv2.ListenerAction.weighted_forward(
-                [elbv2.WeightedTargetGroup(target_group=self.target_groups[0], weight=blue_weight),
-                 elbv2.WeightedTargetGroup(target_group=self.target_groups[1], weight=green_weight)],
-                stickiness_duration=group_stickiness))
+            self.listener.add_action(
+                "WeightedForward",
+                action=elbv2.ListenerAction.weighted_forward(
+                    [
+                        elbv2.WeightedTargetGroup(target_group=self.target_groups[0], weight=blue_weight),
+                        elbv2.WeightedTargetGroup(target_group=self.target_groups[1], weight=green_weight),
+                    ],
+                    stickiness_duration=group_stickiness,
+                ),
+            )
         for f in filter(None, (fleet, green_fleet)):
-            f.asg.connections.allow_from(self.load_balancer, ec2.Port.tcp(f.serving_port),
-                                         "traffic and health checks from the inference ALB")
+            f.asg.connections.allow_from(
+                self.load_balancer, ec2.Port.tcp(f.serving_port), "traffic and health checks from the inference ALB"
+            )
         self.target_group = self.target_groups[0]
 
-    def _target_group(self, id: str, fleet: VllmFleet, stickiness: AlbStickiness,
-                      deregistration_delay: Duration,
-                      algorithm: elbv2.TargetGroupLoadBalancingAlgorithmType) -> elbv2.ApplicationTargetGroup:
+    def _target_group(
+        self,
+        id: str,
+        fleet: VllmFleet,
+        stickiness: AlbStickiness,
+        deregistration_delay: Duration,
+        algorithm: elbv2.TargetGroupLoadBalancingAlgorithmType,
+    ) -> elbv2.ApplicationTargetGroup:
         tg = elbv2.ApplicationTargetGroup(
-            self, id, vpc=fleet.vpc, port=fleet.serving_port, protocol=elbv2.ApplicationProtocol.HTTP,
+            self,
+            id,
+            vpc=fleet.vpc,
+            port=fleet.serving_port,
+            protocol=elbv2.ApplicationProtocol.HTTP,
             targets=[fleet.asg],
-            health_check=elbv2.HealthCheck(path="/health", healthy_http_codes="200",
-                                           interval=Duration.seconds(15), timeout=Duration.seconds(5),
-                                           healthy_threshold_count=2, unhealthy_threshold_count=3),
+            health_check=elbv2.HealthCheck(
+                path="/health",
+                healthy_http_codes="200",
+                interval=Duration.seconds(15),
+                timeout=Duration.seconds(5),
+                healthy_threshold_count=2,
+                unhealthy_threshold_count=3,
+            ),
             deregistration_delay=deregistration_delay,
             load_balancing_algorithm_type=algorithm,
             cross_zone_enabled=True,
@@ -216,4 +284,3 @@ class StickyAlbFront(Construct):
         )
         Tags.of(tg).add(*INFERENCE_TAG)
         return tg
-

@@ -69,30 +69,58 @@ class AffinityDashboard(Construct):
         queries = m("vllm:prefix_cache_queries_total", statistic="Sum", period=period)
         self.hit_rate = cw.MathExpression(
             expression="IF(queries > 0, hits / queries, 1)",
-            using_metrics={"hits": hits, "queries": queries}, label="fleet prefix-cache hit rate",
-            period=period)
+            using_metrics={"hits": hits, "queries": queries},
+            label="fleet prefix-cache hit rate",
+            period=period,
+        )
         run_max = m("vllm:num_requests_running", statistic="Maximum", period=period)
         run_avg = m("vllm:num_requests_running", statistic="Average", period=period)
         self.hot_replica = cw.MathExpression(
             expression="IF(run_avg >= 1, run_max / run_avg, 0)",
             using_metrics={"run_max": run_max, "run_avg": run_avg},
-            label="hot_replica: busiest / average running requests", period=period)
+            label="hot_replica: busiest / average running requests",
+            period=period,
+        )
         self.queue_depth = m("vllm:num_requests_waiting", statistic="Maximum", period=period)
         self.ttft_p95 = m("ttft_p95_seconds", statistic="Maximum", period=period)
 
         self.alarms: list[cw.Alarm] = []
-        self.alarms.append(self._alarm(
-            "HotReplica", self.hot_replica, hot_replica_ratio, cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            "hot replica: one instance runs far more requests than the fleet average (sticky without load awareness)"))
-        self.alarms.append(self._alarm(
-            "QueueDepth", self.queue_depth, queue_depth_ceiling, cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            "queue: requests waiting on one instance (vllm:num_requests_waiting) above the ceiling"))
-        self.alarms.append(self._alarm(
-            "HitRateLow", self.hit_rate, hit_rate_floor, cw.ComparisonOperator.LESS_THAN_THRESHOLD,
-            "prefix-cache hit rate below the floor: sessions are not landing where their KV cache is"))
-        self.alarms.append(self._alarm(
-            "TtftP95High", self.ttft_p95, float(ttft_p95_ceiling.to_seconds()),
-            cw.ComparisonOperator.GREATER_THAN_THRESHOLD, "TTFT p95 of the worst instance above the ceiling"))
+        self.alarms.append(
+            self._alarm(
+                "HotReplica",
+                self.hot_replica,
+                hot_replica_ratio,
+                cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                "hot replica: one instance runs far more requests than the fleet average (sticky without load awareness)",
+            )
+        )
+        self.alarms.append(
+            self._alarm(
+                "QueueDepth",
+                self.queue_depth,
+                queue_depth_ceiling,
+                cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                "queue: requests waiting on one instance (vllm:num_requests_waiting) above the ceiling",
+            )
+        )
+        self.alarms.append(
+            self._alarm(
+                "HitRateLow",
+                self.hit_rate,
+                hit_rate_floor,
+                cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                "prefix-cache hit rate below the floor: sessions are not landing where their KV cache is",
+            )
+        )
+        self.alarms.append(
+            self._alarm(
+                "TtftP95High",
+                self.ttft_p95,
+                float(ttft_p95_ceiling.to_seconds()),
+                cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                "TTFT p95 of the worst instance above the ceiling",
+            )
+        )
 
         per_target: list[cw.IMetric] = []
         if front is not None:
@@ -102,38 +130,70 @@ class AffinityDashboard(Construct):
                     per_target.append(tg.metrics.request_count_per_target(period=period))
                 else:
                     unhealthy = tg.metrics.un_healthy_host_count(period=period, statistic="Maximum")
-                self.alarms.append(self._alarm(
-                    f"UnhealthyTargets{i}", unhealthy, 0, cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                    "unhealthy inference targets: every session pinned to them moves and loses its cache"))
+                self.alarms.append(
+                    self._alarm(
+                        f"UnhealthyTargets{i}",
+                        unhealthy,
+                        0,
+                        cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                        "unhealthy inference targets: every session pinned to them moves and loses its cache",
+                    )
+                )
 
         def search(metric: str, stat: str) -> cw.MathExpression:
             return cw.MathExpression(
-                expression=(f"SEARCH('{{{METRIC_NAMESPACE},Fleet,InstanceId}} Fleet=\"{fleet.fleet_name}\" "
-                            f"MetricName=\"{metric}\"', '{stat}', {int(period.to_seconds())})"),
-                using_metrics={}, label=metric, period=period)
+                expression=(
+                    f'SEARCH(\'{{{METRIC_NAMESPACE},Fleet,InstanceId}} Fleet="{fleet.fleet_name}" '
+                    f"MetricName=\"{metric}\"', '{stat}', {int(period.to_seconds())})"
+                ),
+                using_metrics={},
+                label=metric,
+                period=period,
+            )
 
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(3))
         self.dashboard.add_widgets(
-            cw.GraphWidget(title="Prefix-cache hit rate per instance", width=12,
-                           left=[search("prefix_cache_hit_rate", "Average")], right=[self.hit_rate]),
-            cw.GraphWidget(title="TTFT p50 / p95 per instance (s)", width=12,
-                           left=[search("ttft_p50_seconds", "Average"), search("ttft_p95_seconds", "Average")]),
+            cw.GraphWidget(
+                title="Prefix-cache hit rate per instance",
+                width=12,
+                left=[search("prefix_cache_hit_rate", "Average")],
+                right=[self.hit_rate],
+            ),
+            cw.GraphWidget(
+                title="TTFT p50 / p95 per instance (s)",
+                width=12,
+                left=[search("ttft_p50_seconds", "Average"), search("ttft_p95_seconds", "Average")],
+            ),
         )
         self.dashboard.add_widgets(
-            cw.GraphWidget(title="Queue depth per instance (waiting / running)", width=12,
-                           left=[search("vllm:num_requests_waiting", "Maximum")],
-                           right=[search("vllm:num_requests_running", "Average")]),
-            cw.GraphWidget(title="Load balance: per-target requests and hot-replica ratio", width=12,
-                           left=per_target or [search("vllm:num_requests_running", "Sum")],
-                           right=[self.hot_replica]),
+            cw.GraphWidget(
+                title="Queue depth per instance (waiting / running)",
+                width=12,
+                left=[search("vllm:num_requests_waiting", "Maximum")],
+                right=[search("vllm:num_requests_running", "Average")],
+            ),
+            cw.GraphWidget(
+                title="Load balance: per-target requests and hot-replica ratio",
+                width=12,
+                left=per_target or [search("vllm:num_requests_running", "Sum")],
+                right=[self.hot_replica],
+            ),
         )
         self.dashboard.add_widgets(
             cw.AlarmStatusWidget(title="Affinity alarms", alarms=self.alarms, width=24),
         )
 
-    def _alarm(self, id: str, metric: cw.IMetric, threshold: float, op: cw.ComparisonOperator,
-               description: str) -> cw.Alarm:
-        return cw.Alarm(self, id, metric=metric, threshold=threshold, comparison_operator=op,
-                        evaluation_periods=3, datapoints_to_alarm=3,
-                        treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-                        alarm_description=description)
+    def _alarm(
+        self, id: str, metric: cw.IMetric, threshold: float, op: cw.ComparisonOperator, description: str
+    ) -> cw.Alarm:
+        return cw.Alarm(
+            self,
+            id,
+            metric=metric,
+            threshold=threshold,
+            comparison_operator=op,
+            evaluation_periods=3,
+            datapoints_to_alarm=3,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=description,
+        )

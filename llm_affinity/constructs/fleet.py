@@ -15,8 +15,7 @@ from dataclasses import replace
 from typing import Sequence
 
 import jsii
-from aws_cdk import (Annotations, Duration, IResolveContext, IStringProducer, Lazy, Names, RemovalPolicy,
-                     Stack, Tags)
+from aws_cdk import Annotations, Duration, IResolveContext, IStringProducer, Lazy, Names, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
@@ -123,38 +122,72 @@ class VllmFleet(Construct):
         super().__init__(scope, id)
         c = "VllmFleet"
         if not is_unresolved(instance_type):
-            require(is_accelerated_instance_type(instance_type), c, "instance_type", instance_type,
-                    "allowed: an accelerated type the linter counts as inference (g*, gr*, p*, inf*, trn*, dl* "
-                    "families, e.g. g6.xlarge, p5.48xlarge, dl1.24xlarge)")
+            require(
+                is_accelerated_instance_type(instance_type),
+                c,
+                "instance_type",
+                instance_type,
+                "allowed: an accelerated type the linter counts as inference (g*, gr*, p*, inf*, trn*, dl* "
+                "families, e.g. g6.xlarge, p5.48xlarge, dl1.24xlarge)",
+            )
         require_int(c, "min_capacity", min_capacity, 0)
         require_int(c, "max_capacity", max_capacity, 1)
         if not is_unresolved(min_capacity) and not is_unresolved(max_capacity):
-            require(max_capacity >= max(1, min_capacity), c, "max_capacity", max_capacity,
-                    f"allowed: an integer >= max(1, min_capacity={min_capacity})")
+            require(
+                max_capacity >= max(1, min_capacity),
+                c,
+                "max_capacity",
+                max_capacity,
+                f"allowed: an integer >= max(1, min_capacity={min_capacity})",
+            )
         if desired_capacity is not None:
             require_int(c, "desired_capacity", desired_capacity, 0)
             if not any(is_unresolved(v) for v in (min_capacity, max_capacity, desired_capacity)):
-                require(min_capacity <= desired_capacity <= max_capacity, c, "desired_capacity",
-                        desired_capacity, f"allowed: {min_capacity}-{max_capacity}")
+                require(
+                    min_capacity <= desired_capacity <= max_capacity,
+                    c,
+                    "desired_capacity",
+                    desired_capacity,
+                    f"allowed: {min_capacity}-{max_capacity}",
+                )
         require_int(c, "root_volume_gib", root_volume_gib, 100, 16384)
         require_range(c, "health_check_grace", health_check_grace, 300, 7200)
         require_range(c, "drain_timeout", drain_timeout, 30, 7200)
         if not is_unresolved(queue_target):
-            require(isinstance(queue_target, (int, float)) and not isinstance(queue_target, bool)
-                    and queue_target > 0, c, "queue_target", queue_target, "allowed: a number > 0")
+            require(
+                isinstance(queue_target, (int, float)) and not isinstance(queue_target, bool) and queue_target > 0,
+                c,
+                "queue_target",
+                queue_target,
+                "allowed: a number > 0",
+            )
         require_pattern(c, "model_id", model_id, _MODEL_ID, _BOOT)
         require_pattern(c, "vllm_image", vllm_image, _IMAGE, _BOOT)
-        require(":" in vllm_image.rsplit("/", 1)[-1] or "@" in vllm_image, c, "vllm_image",
-                vllm_image, "allowed: an image with a pinned tag or digest (e.g. vllm/vllm-openai:v0.11.0)")
+        require(
+            ":" in vllm_image.rsplit("/", 1)[-1] or "@" in vllm_image,
+            c,
+            "vllm_image",
+            vllm_image,
+            "allowed: an image with a pinned tag or digest (e.g. vllm/vllm-openai:v0.11.0)",
+        )
         for arg in vllm_args:
             require_pattern(c, "vllm_args", arg, _VLLM_ARG, _BOOT)
-            require(arg.strip() not in ("--no-enable-prefix-caching", "--enable-prefix-caching=false",
-                                        "--enable-prefix-caching=False"),
-                    c, "vllm_args", arg, "allowed: anything but turning prefix caching off "
-                    "(stickiness buys nothing without it)")
-            require(not arg.strip().startswith("--api-key"), c, "vllm_args", arg,
-                    "allowed: anything but --api-key (it would put the key into user data); pass "
-                    "api_key_secret=<Secrets Manager secret> instead")
+            require(
+                arg.strip()
+                not in ("--no-enable-prefix-caching", "--enable-prefix-caching=false", "--enable-prefix-caching=False"),
+                c,
+                "vllm_args",
+                arg,
+                "allowed: anything but turning prefix caching off (stickiness buys nothing without it)",
+            )
+            require(
+                not arg.strip().startswith("--api-key"),
+                c,
+                "vllm_args",
+                arg,
+                "allowed: anything but --api-key (it would put the key into user data); pass "
+                "api_key_secret=<Secrets Manager secret> instead",
+            )
         if fleet_name is not None:
             require_pattern(c, "fleet_name", fleet_name, _FLEET_NAME, _BOOT)
         require_pattern(c, "session_header", session_header, _HEADER_NAME, _BOOT)
@@ -179,43 +212,59 @@ class VllmFleet(Construct):
             Annotations.of(self).add_warning_v2(
                 "llm-affinity:UnrecognisedInferenceImage",
                 f"VllmFleet: vllm_image={vllm_image!r} is not recognised as an inference server by the "
-                "linter (vllm/vllm-openai, SGLang, TGI); the fleet is still tagged llm-affinity:role=inference")
+                "linter (vllm/vllm-openai, SGLang, TGI); the fleet is still tagged llm-affinity:role=inference",
+            )
 
         self.log_group = logs.LogGroup(
-            self, "EngineMetrics",
+            self,
+            "EngineMetrics",
             log_group_name=f"/llm-affinity/{self.fleet_name}/engine-metrics",
             retention=logs.RetentionDays.ONE_MONTH,
             removal_policy=RemovalPolicy.DESTROY,
         )
         self.access_log_group = logs.LogGroup(
-            self, "AccessLogs",
+            self,
+            "AccessLogs",
             log_group_name=f"/llm-affinity/{self.fleet_name}/access",
             retention=logs.RetentionDays.ONE_MONTH,
             removal_policy=RemovalPolicy.DESTROY,
         )
 
         self.role = iam.Role(
-            self, "InstanceRole",
+            self,
+            "InstanceRole",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description="vLLM instance: SSM access, engine metrics and access logs, optional HF token and API key",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
         )
-        self.role.add_to_policy(iam.PolicyStatement(
-            actions=["cloudwatch:PutMetricData"], resources=["*"],
-            conditions={"StringEquals": {"cloudwatch:namespace": METRIC_NAMESPACE}},
-        ))
-        self.role.add_to_policy(iam.PolicyStatement(
-            actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-            resources=[self.log_group.log_group_arn, f"{self.log_group.log_group_arn}:*",
-                       self.access_log_group.log_group_arn, f"{self.access_log_group.log_group_arn}:*"],
-        ))
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": METRIC_NAMESPACE}},
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[
+                    self.log_group.log_group_arn,
+                    f"{self.log_group.log_group_arn}:*",
+                    self.access_log_group.log_group_arn,
+                    f"{self.access_log_group.log_group_arn}:*",
+                ],
+            )
+        )
         if hf_token_secret is not None:
             hf_token_secret.grant_read(self.role)
         if api_key_secret is not None:
             self.enable_api_key(api_key_secret)
 
         self.security_group = ec2.SecurityGroup(
-            self, "InstanceSg", vpc=vpc, allow_all_outbound=True,
+            self,
+            "InstanceSg",
+            vpc=vpc,
+            allow_all_outbound=True,
             description="vLLM instances: ingress only from the load balancer, egress for image/model download",
         )
 
@@ -223,7 +272,8 @@ class VllmFleet(Construct):
         self.user_data.add_commands(Lazy.uncached_string(_BootScript(self)))
 
         self.launch_template = ec2.LaunchTemplate(
-            self, "LaunchTemplate",
+            self,
+            "LaunchTemplate",
             instance_type=ec2.InstanceType(instance_type),
             machine_image=machine_image or ec2.MachineImage.from_ssm_parameter(DLAMI_SSM_PARAMETER),
             user_data=self.user_data,
@@ -233,15 +283,22 @@ class VllmFleet(Construct):
             # one hop: the host reads metadata and role credentials, no container can
             http_put_response_hop_limit=1,
             associate_public_ip_address=False,
-            block_devices=[ec2.BlockDevice(
-                device_name="/dev/sda1",
-                volume=ec2.BlockDeviceVolume.ebs(root_volume_gib, volume_type=ec2.EbsDeviceVolumeType.GP3,
-                                                 encrypted=True, delete_on_termination=True),
-            )],
+            block_devices=[
+                ec2.BlockDevice(
+                    device_name="/dev/sda1",
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        root_volume_gib,
+                        volume_type=ec2.EbsDeviceVolumeType.GP3,
+                        encrypted=True,
+                        delete_on_termination=True,
+                    ),
+                )
+            ],
         )
 
         self.asg = autoscaling.AutoScalingGroup(
-            self, "Asg",
+            self,
+            "Asg",
             vpc=vpc,
             vpc_subnets=vpc_subnets or ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             launch_template=self.launch_template,
@@ -268,15 +325,27 @@ class VllmFleet(Construct):
         )
         Tags.of(self).add(*INFERENCE_TAG)
 
-        acknowledge_nag(self.role, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
-                        "SSM Session Manager is the only access path (no SSH); AWS maintains this policy's action list")
-        acknowledge_nag(self.role, "AwsSolutions-IAM5[Resource::*]",
-                        "cloudwatch:PutMetricData has no resource-level permissions; it is scoped by the cloudwatch:namespace condition")
+        acknowledge_nag(
+            self.role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
+            "SSM Session Manager is the only access path (no SSH); AWS maintains this policy's action list",
+        )
+        acknowledge_nag(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "cloudwatch:PutMetricData has no resource-level permissions; it is scoped by the cloudwatch:namespace condition",
+        )
         for group, what in ((self.log_group, "engine-metrics"), (self.access_log_group, "proxy access")):
-            acknowledge_nag(self.role, f"AwsSolutions-IAM5[Resource::<{Stack.of(self).get_logical_id(group.node.default_child)}.Arn>:*]",
-                            f"log streams of this fleet's own {what} log group only")
-        acknowledge_nag(self.asg, "AwsSolutions-AS3",
-                        "scaling events are visible in the Auto Scaling activity history and the affinity dashboard; no SNS topic is needed for the reference fleet")
+            acknowledge_nag(
+                self.role,
+                f"AwsSolutions-IAM5[Resource::<{Stack.of(self).get_logical_id(group.node.default_child)}.Arn>:*]",
+                f"log streams of this fleet's own {what} log group only",
+            )
+        acknowledge_nag(
+            self.asg,
+            "AwsSolutions-AS3",
+            "scaling events are visible in the Auto Scaling activity history and the affinity dashboard; no SNS topic is needed for the reference fleet",
+        )
 
     # -- wiring used by the fronts -------------------------------------------------------------
     @property
@@ -292,8 +361,11 @@ class VllmFleet(Construct):
     def boot_spec(self) -> BootSpec:
         """What the boot script is rendered from (at synth time)."""
         return BootSpec(
-            model_id=self.model_id, vllm_image=self.vllm_image, fleet_name=self.fleet_name,
-            log_group_name=f"/llm-affinity/{self.fleet_name}/engine-metrics", port=self.vllm_port,
+            model_id=self.model_id,
+            vllm_image=self.vllm_image,
+            fleet_name=self.fleet_name,
+            log_group_name=f"/llm-affinity/{self.fleet_name}/engine-metrics",
+            port=self.vllm_port,
             vllm_args=self.vllm_args,
             hf_token_secret_arn=self.hf_token_secret.secret_arn if self.hf_token_secret is not None else None,
             api_key_secret_arn=self.api_key_secret.secret_arn if self.api_key_secret is not None else None,
@@ -301,19 +373,22 @@ class VllmFleet(Construct):
             proxy=self.proxy,
         )
 
-    def enable_cookie_proxy(self, cookie_name: str, session_header: str = "X-Session-Id", *,
-                            secure: bool = False) -> ProxySpec:
+    def enable_cookie_proxy(
+        self, cookie_name: str, session_header: str = "X-Session-Id", *, secure: bool = False
+    ) -> ProxySpec:
         """Make the proxy set `cookie_name` from `session_header` (`Secure` when the listener is
         HTTPS). Idempotent; a second, different cookie is refused."""
         c = "VllmFleet"
-        require_pattern(c, "cookie_name", cookie_name, _COOKIE_NAME,
-                        "nginx exposes the cookie as $cookie_<name>; " + _BOOT)
+        require_pattern(
+            c, "cookie_name", cookie_name, _COOKIE_NAME, "nginx exposes the cookie as $cookie_<name>; " + _BOOT
+        )
         require_pattern(c, "session_header", session_header, _HEADER_NAME, _BOOT)
         wanted = replace(self.proxy, cookie_name=cookie_name, session_header=session_header, secure_cookie=secure)
         if self.proxy.cookie_name is not None and self.proxy != wanted:
             raise AffinityPropError(
                 f"{c}: cookie_name={cookie_name!r} (secure={secure}) conflicts with the proxy already set for "
-                f"cookie {self.proxy.cookie_name!r} (secure={self.proxy.secure_cookie}); allowed: one app cookie per fleet")
+                f"cookie {self.proxy.cookie_name!r} (secure={self.proxy.secure_cookie}); allowed: one app cookie per fleet"
+            )
         self.proxy = wanted
         return wanted
 
@@ -325,18 +400,24 @@ class VllmFleet(Construct):
         if self.api_key_secret is not None:
             if secret is not None and secret is not self.api_key_secret:
                 raise AffinityPropError(
-                    "VllmFleet: api_key_secret conflicts with the API key secret already set; allowed: one per fleet")
+                    "VllmFleet: api_key_secret conflicts with the API key secret already set; allowed: one per fleet"
+                )
             return self.api_key_secret
         if secret is None:
             created = secretsmanager.Secret(
-                self, "ApiKey",
+                self,
+                "ApiKey",
                 description=f"vLLM API key of fleet {self.fleet_name} (clients send it as Bearer token)",
                 generate_secret_string=secretsmanager.SecretStringGenerator(
-                    exclude_punctuation=True, password_length=48),
+                    exclude_punctuation=True, password_length=48
+                ),
             )
-            acknowledge_nag(created, "AwsSolutions-SMG4",
-                            "vLLM reads the key once at boot; rotating it means updating the secret and "
-                            "replacing the instances (an instance refresh), which a rotation Lambda cannot do")
+            acknowledge_nag(
+                created,
+                "AwsSolutions-SMG4",
+                "vLLM reads the key once at boot; rotating it means updating the secret and "
+                "replacing the instances (an instance refresh), which a rotation Lambda cannot do",
+            )
             secret = created
         else:
             _check_secret_arn("VllmFleet", "api_key_secret", secret)
@@ -344,11 +425,18 @@ class VllmFleet(Construct):
         self.api_key_secret = secret
         return secret
 
-    def engine_metric(self, name: str, *, statistic: str = "Average", per_instance: str | None = None,
-                      period: Duration = Duration.minutes(1)) -> cloudwatch.Metric:
+    def engine_metric(
+        self,
+        name: str,
+        *,
+        statistic: str = "Average",
+        per_instance: str | None = None,
+        period: Duration = Duration.minutes(1),
+    ) -> cloudwatch.Metric:
         """A vLLM metric published by the instances (fleet-wide, or for one instance id)."""
         dims = {"Fleet": self.fleet_name}
         if per_instance:
             dims["InstanceId"] = per_instance
-        return cloudwatch.Metric(namespace=METRIC_NAMESPACE, metric_name=name, dimensions_map=dims,
-                                 statistic=statistic, period=period)
+        return cloudwatch.Metric(
+            namespace=METRIC_NAMESPACE, metric_name=name, dimensions_map=dims, statistic=statistic, period=period
+        )

@@ -40,18 +40,22 @@ class GatewayAuthorizer:
         return GatewayAuthorizer("AWS_IAM")
 
     @staticmethod
-    def custom_jwt(discovery_url: str, allowed_audience: Sequence[str] = (),
-                   allowed_clients: Sequence[str] = ()) -> "GatewayAuthorizer":
+    def custom_jwt(
+        discovery_url: str, allowed_audience: Sequence[str] = (), allowed_clients: Sequence[str] = ()
+    ) -> "GatewayAuthorizer":
         if not isinstance(discovery_url, str) or (
-                not Token.is_unresolved(discovery_url) and not _DISCOVERY_URL.fullmatch(discovery_url)):
+            not Token.is_unresolved(discovery_url) and not _DISCOVERY_URL.fullmatch(discovery_url)
+        ):
             raise AffinityPropError(
                 f"GatewayAuthorizer: discovery_url={discovery_url!r} is not allowed; allowed: an https:// URL "
                 "ending in /.well-known/openid-configuration (the gateway trusts the keys it publishes, so it "
-                "must come over TLS)")
+                "must come over TLS)"
+            )
         if not allowed_audience and not allowed_clients:
             raise AffinityPropError(
                 "GatewayAuthorizer: allowed_audience=() and allowed_clients=() is not allowed; "
-                "allowed: at least one audience or client id")
+                "allowed: at least one audience or client id"
+            )
         return GatewayAuthorizer("CUSTOM_JWT", discovery_url, tuple(allowed_audience), tuple(allowed_clients))
 
     @staticmethod
@@ -101,33 +105,46 @@ class McpGatewayLayer(Construct):
         authorizer = authorizer or GatewayAuthorizer.aws_iam()
         if sessions_enabled:
             require_range(c, "session_timeout", session_timeout, SESSION_MIN_S, SESSION_MAX_S)
-            require(authorizer.type != "NONE", c, "authorizer", authorizer.type,
-                    "allowed with sessions_enabled=True: AWS_IAM or CUSTOM_JWT (sessions are bound to a "
-                    "verified identity only on authenticated gateways)")
+            require(
+                authorizer.type != "NONE",
+                c,
+                "authorizer",
+                authorizer.type,
+                "allowed with sessions_enabled=True: AWS_IAM or CUSTOM_JWT (sessions are bound to a "
+                "verified identity only on authenticated gateways)",
+            )
         name = gateway_name or Names.unique_resource_name(self, max_length=48, separator="-").replace("_", "-")
         name = re.sub(r"-{2,}", "-", name).strip("-")[:48]
         require(bool(_NAME.match(name)), c, "gateway_name", name, "allowed: 1-48 of 0-9 A-Z a-z and single '-'")
 
         self.role = role or iam.Role(
-            self, "Role", assumed_by=iam.ServicePrincipal("bedrock-agentcore.amazonaws.com"),
-            description="AgentCore Gateway execution role (targets add their own permissions)")
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("bedrock-agentcore.amazonaws.com"),
+            description="AgentCore Gateway execution role (targets add their own permissions)",
+        )
 
         mcp: dict = {"supported_versions": ["2025-06-18", "2025-03-26"]}
         if sessions_enabled:
             mcp["session_configuration"] = agentcore.CfnGateway.SessionConfigurationProperty(
-                session_timeout_in_seconds=int(session_timeout.to_seconds()))
+                session_timeout_in_seconds=int(session_timeout.to_seconds())
+            )
         if streaming:
             mcp["streaming_configuration"] = agentcore.CfnGateway.StreamingConfigurationProperty(
-                enable_response_streaming=True)
+                enable_response_streaming=True
+            )
         auth_cfg = None
         if authorizer.type == "CUSTOM_JWT":
             auth_cfg = agentcore.CfnGateway.AuthorizerConfigurationProperty(
                 custom_jwt_authorizer=agentcore.CfnGateway.CustomJWTAuthorizerConfigurationProperty(
                     discovery_url=authorizer.discovery_url or "",
                     allowed_audience=list(authorizer.allowed_audience) or None,
-                    allowed_clients=list(authorizer.allowed_clients) or None))
+                    allowed_clients=list(authorizer.allowed_clients) or None,
+                )
+            )
         self.gateway = agentcore.CfnGateway(
-            self, "Gateway",
+            self,
+            "Gateway",
             name=name,
             description=description,
             role_arn=self.role.role_arn,
@@ -135,18 +152,28 @@ class McpGatewayLayer(Construct):
             authorizer_configuration=auth_cfg,
             protocol_type="MCP",
             protocol_configuration=agentcore.CfnGateway.GatewayProtocolConfigurationProperty(
-                mcp=agentcore.CfnGateway.MCPGatewayConfigurationProperty(**mcp)),
+                mcp=agentcore.CfnGateway.MCPGatewayConfigurationProperty(**mcp)
+            ),
             tags={"llm-affinity:layer": "tool-session"},
         )
         self.targets = []
         for i, t in enumerate(targets):
-            self.targets.append(agentcore.CfnGatewayTarget(
-                self, f"Target{i}", name=t.name, description=t.description,
-                gateway_identifier=self.gateway.attr_gateway_identifier,
-                target_configuration=agentcore.CfnGatewayTarget.TargetConfigurationProperty(
-                    mcp=agentcore.CfnGatewayTarget.McpTargetConfigurationProperty(
-                        mcp_server=agentcore.CfnGatewayTarget.McpServerTargetConfigurationProperty(
-                            endpoint=t.endpoint)))))
+            self.targets.append(
+                agentcore.CfnGatewayTarget(
+                    self,
+                    f"Target{i}",
+                    name=t.name,
+                    description=t.description,
+                    gateway_identifier=self.gateway.attr_gateway_identifier,
+                    target_configuration=agentcore.CfnGatewayTarget.TargetConfigurationProperty(
+                        mcp=agentcore.CfnGatewayTarget.McpTargetConfigurationProperty(
+                            mcp_server=agentcore.CfnGatewayTarget.McpServerTargetConfigurationProperty(
+                                endpoint=t.endpoint
+                            )
+                        )
+                    ),
+                )
+            )
 
     @property
     def gateway_url(self) -> str:

@@ -70,45 +70,77 @@ class StickyNlbFront(Construct):
         super().__init__(scope, id)
         c = "StickyNlbFront"
         require(protocol in ("TCP", "TLS"), c, "protocol", protocol, "allowed: 'TCP' or 'TLS'")
-        require(protocol != "TLS" or certificate is not None, c, "certificate", None,
-                "allowed: an ACM certificate when protocol='TLS'")
-        require(cross_zone_enabled is True or not stickiness, c, "cross_zone_enabled", cross_zone_enabled,
-                "allowed: True with stickiness (a client moved to another zone's node loses its target)")
+        require(
+            protocol != "TLS" or certificate is not None,
+            c,
+            "certificate",
+            None,
+            "allowed: an ACM certificate when protocol='TLS'",
+        )
+        require(
+            cross_zone_enabled is True or not stickiness,
+            c,
+            "cross_zone_enabled",
+            cross_zone_enabled,
+            "allowed: True with stickiness (a client moved to another zone's node loses its target)",
+        )
         require_int(c, "port", port, 1, 65535)
         require_range(c, "deregistration_delay", deregistration_delay, 60, 3600)
         require_range(c, "idle_timeout", idle_timeout, 60, 6000)
         if fleet.cookie_proxy is not None:
-            raise AffinityPropError(f"{c}: fleet={fleet.node.path!r} runs the app-cookie proxy; allowed: "
-                                    "a fleet without app-cookie mode (an NLB never reads cookies)")
+            raise AffinityPropError(
+                f"{c}: fleet={fleet.node.path!r} runs the app-cookie proxy; allowed: "
+                "a fleet without app-cookie mode (an NLB never reads cookies)"
+            )
         if internet_facing and stickiness:
             Annotations.of(self).add_warning_v2(
                 "llm-affinity:InternetFacingSourceIp",
                 "StickyNlbFront: internet-facing with source_ip stickiness: clients behind one NAT share "
                 "an IP (one hot instance) and clients whose IP changes lose affinity (NLB002); prefer "
-                "StickyAlbFront with cookies for internet clients")
+                "StickyAlbFront with cookies for internet clients",
+            )
 
         vpc = fleet.vpc
         self.fleet = fleet
         cidrs = allowed_cidrs if allowed_cidrs is not None else [vpc.vpc_cidr_block]
-        api_key_on = check_exposure(c, internet_facing=internet_facing, encrypted=protocol == "TLS", cidrs=cidrs,
-                                    api_key=api_key, allow_insecure_http=allow_insecure_http,
-                                    allow_public_without_api_key=allow_public_without_api_key)
+        api_key_on = check_exposure(
+            c,
+            internet_facing=internet_facing,
+            encrypted=protocol == "TLS",
+            cidrs=cidrs,
+            api_key=api_key,
+            allow_insecure_http=allow_insecure_http,
+            allow_public_without_api_key=allow_public_without_api_key,
+        )
         if api_key_on:
             fleet.enable_api_key(None if api_key is None or isinstance(api_key, bool) else api_key)
-        self.security_group = ec2.SecurityGroup(self, "NlbSg", vpc=vpc, allow_all_outbound=False,
-                                                description="inference NLB: listener port from allowed CIDRs")
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "NlbSg",
+            vpc=vpc,
+            allow_all_outbound=False,
+            description="inference NLB: listener port from allowed CIDRs",
+        )
         for i, cidr in enumerate(cidrs):
             self.security_group.add_ingress_rule(_peer(cidr), ec2.Port.tcp(port), f"inference clients {i}")
         acknowledge_world_ingress(self.security_group, cidrs=cidrs, encrypted=protocol == "TLS", api_key_on=api_key_on)
         if any(is_unresolved(cidr) for cidr in cidrs):
-            acknowledge_nag(self.security_group, "AwsSolutions-EC23",
-                            "ingress is limited to the given CIDRs (default: the VPC CIDR); the rule cannot "
-                            "evaluate a CIDR that is a CloudFormation reference and throws instead")
+            acknowledge_nag(
+                self.security_group,
+                "AwsSolutions-EC23",
+                "ingress is limited to the given CIDRs (default: the VPC CIDR); the rule cannot "
+                "evaluate a CIDR that is a CloudFormation reference and throws instead",
+            )
         self.load_balancer = elbv2.NetworkLoadBalancer(
-            self, "Nlb", vpc=vpc, internet_facing=internet_facing, cross_zone_enabled=cross_zone_enabled,
+            self,
+            "Nlb",
+            vpc=vpc,
+            internet_facing=internet_facing,
+            cross_zone_enabled=cross_zone_enabled,
             security_groups=[self.security_group],
-            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC if internet_facing
-                                            else ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            vpc_subnets=ec2.SubnetSelection(
+                subnet_type=ec2.SubnetType.PUBLIC if internet_facing else ec2.SubnetType.PRIVATE_WITH_EGRESS
+            ),
         )
         self.access_log_bucket = access_log_bucket or new_access_log_bucket(self, "AccessLogs")
         log_access_logs(self, self.load_balancer, self.access_log_bucket, "nlb", network=True)
@@ -117,17 +149,25 @@ class StickyNlbFront(Construct):
         # target group keeps source_ip stickiness (only TLS listener + TLS target group lacks it).
         tg_protocol = elbv2.Protocol.TCP
         self.target_group = elbv2.NetworkTargetGroup(
-            self, "Targets", vpc=vpc, port=fleet.serving_port, protocol=tg_protocol,
+            self,
+            "Targets",
+            vpc=vpc,
+            port=fleet.serving_port,
+            protocol=tg_protocol,
             targets=[fleet.asg],
             preserve_client_ip=True,
             deregistration_delay=deregistration_delay,
-            health_check=elbv2.HealthCheck(protocol=elbv2.Protocol.HTTP, path="/health",
-                                           healthy_http_codes="200", interval=Duration.seconds(15),
-                                           timeout=Duration.seconds(5), healthy_threshold_count=2,
-                                           unhealthy_threshold_count=3),
+            health_check=elbv2.HealthCheck(
+                protocol=elbv2.Protocol.HTTP,
+                path="/health",
+                healthy_http_codes="200",
+                interval=Duration.seconds(15),
+                timeout=Duration.seconds(5),
+                healthy_threshold_count=2,
+                unhealthy_threshold_count=3,
+            ),
         )
-        self.target_group.set_attribute("load_balancing.cross_zone.enabled",
-                                        "true" if cross_zone_enabled else "false")
+        self.target_group.set_attribute("load_balancing.cross_zone.enabled", "true" if cross_zone_enabled else "false")
         if stickiness:
             self.target_group.set_attribute("stickiness.enabled", "true")
             self.target_group.set_attribute("stickiness.type", "source_ip")
@@ -135,11 +175,13 @@ class StickyNlbFront(Construct):
         self.target_groups = [self.target_group]
 
         self.listener = self.load_balancer.add_listener(
-            "Listener", port=port,
+            "Listener",
+            port=port,
             protocol=elbv2.Protocol.TLS if protocol == "TLS" else elbv2.Protocol.TCP,
             certificates=[elbv2.ListenerCertificate.from_certificate_manager(certificate)] if certificate else None,
             default_target_groups=[self.target_group],
             tcp_idle_timeout=idle_timeout,
         )
-        fleet.asg.connections.allow_from(self.security_group, ec2.Port.tcp(fleet.serving_port),
-                                         "traffic and health checks from the inference NLB")
+        fleet.asg.connections.allow_from(
+            self.security_group, ec2.Port.tcp(fleet.serving_port), "traffic and health checks from the inference NLB"
+        )

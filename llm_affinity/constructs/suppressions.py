@@ -45,9 +45,7 @@ def suppress(construct: IConstruct, rule_id: str, reason: str) -> None:
     plugin (the CDK 2.27x `Validations.of(...).acknowledge` mechanism cdk-nag 3 also uses).
     """
     if not isinstance(rule_id, str) or not _RULE_ID.match(rule_id):
-        raise AffinityPropError(
-            f"suppress: rule_id={rule_id!r} is not a rule id; allowed: an id such as 'ALB003'"
-        )
+        raise AffinityPropError(f"suppress: rule_id={rule_id!r} is not a rule id; allowed: an id such as 'ALB003'")
     if not isinstance(reason, str) or len(reason.strip()) < 10:
         raise AffinityPropError(
             f"suppress: reason={reason!r} is too short; allowed: a real reason of at least 10 characters"
@@ -58,9 +56,7 @@ def suppress(construct: IConstruct, rule_id: str, reason: str) -> None:
     ignore = [entry for entry in ignore if entry.get("id") != rule_id]
     ignore.append({"id": rule_id, "reason": reason})
     resource.add_metadata(METADATA_KEY, {**(existing if isinstance(existing, dict) else {}), "ignore": ignore})
-    Validations.of(resource).acknowledge(
-        Acknowledgment(id=f"{PLUGIN_NAMESPACE}::{rule_id}", reason=reason)
-    )
+    Validations.of(resource).acknowledge(Acknowledgment(id=f"{PLUGIN_NAMESPACE}::{rule_id}", reason=reason))
 
 
 def acknowledge_nag(construct: IConstruct, rule_id: str, reason: str) -> None:

@@ -123,8 +123,15 @@ class BootSpec:
 
 def vllm_args(spec: BootSpec) -> list[str]:
     """Arguments after the image name (they go to `vllm serve`)."""
-    return ["--model", spec.model_id, "--port", str(spec.port), "--enable-prefix-caching",
-            "--enable-prompt-tokens-details", *spec.vllm_args]
+    return [
+        "--model",
+        spec.model_id,
+        "--port",
+        str(spec.port),
+        "--enable-prefix-caching",
+        "--enable-prompt-tokens-details",
+        *spec.vllm_args,
+    ]
 
 
 def vllm_docker_command(spec: BootSpec) -> str:
@@ -147,14 +154,18 @@ def prometheus_config(spec: BootSpec) -> str:
     """Prometheus scrape config read by the CloudWatch agent (YAML is a JSON superset)."""
     cfg = {
         "global": {"scrape_interval": "30s", "scrape_timeout": "10s"},
-        "scrape_configs": [{
-            "job_name": "vllm",
-            "metrics_path": "/metrics",
-            "static_configs": [{
-                "targets": [f"localhost:{spec.port}"],
-                "labels": {"Fleet": spec.fleet_name, "InstanceId": INSTANCE_ID_PLACEHOLDER},
-            }],
-        }],
+        "scrape_configs": [
+            {
+                "job_name": "vllm",
+                "metrics_path": "/metrics",
+                "static_configs": [
+                    {
+                        "targets": [f"localhost:{spec.port}"],
+                        "labels": {"Fleet": spec.fleet_name, "InstanceId": INSTANCE_ID_PLACEHOLDER},
+                    }
+                ],
+            }
+        ],
     }
     return json.dumps(cfg, indent=2)
 
@@ -173,23 +184,31 @@ def cloudwatch_agent_config(spec: BootSpec) -> dict:
                 "emf_processor": {
                     "metric_declaration_dedup": True,
                     "metric_namespace": METRIC_NAMESPACE,
-                    "metric_declaration": [{
-                        "source_labels": ["job"],
-                        "label_matcher": "^vllm$",
-                        "dimensions": [["Fleet"], ["Fleet", "InstanceId"]],
-                        "metric_selectors": selectors,
-                    }],
+                    "metric_declaration": [
+                        {
+                            "source_labels": ["job"],
+                            "label_matcher": "^vllm$",
+                            "dimensions": [["Fleet"], ["Fleet", "InstanceId"]],
+                            "metric_selectors": selectors,
+                        }
+                    ],
                 },
             },
         },
     }
     if spec.proxy is not None and spec.access_log_group_name:
-        logs["logs_collected"] = {"files": {"collect_list": [{
-            "file_path": spec.proxy.access_log,
-            "log_group_name": spec.access_log_group_name,
-            "log_stream_name": "{instance_id}",
-            "timezone": "UTC",
-        }]}}
+        logs["logs_collected"] = {
+            "files": {
+                "collect_list": [
+                    {
+                        "file_path": spec.proxy.access_log,
+                        "log_group_name": spec.access_log_group_name,
+                        "log_stream_name": "{instance_id}",
+                        "timezone": "UTC",
+                    }
+                ]
+            }
+        }
     return {"agent": {"metrics_collection_interval": 60, "run_as_user": "cwagent"}, "logs": logs}
 
 
@@ -202,10 +221,12 @@ def _q(text: str) -> str:
 def _sid_map(source: str, target: str) -> list[str]:
     """`target` = `source` when it fully matches the session id pattern, else empty. `\\z` (not
     `$`, which PCRE also matches before a final newline) anchors the end."""
-    return [f"  map {source} {target} {{",
-            f"    {_q('~^' + _SID_CLASS + chr(92) + 'z')} {source};",
-            '    default "";',
-            "  }"]
+    return [
+        f"  map {source} {target} {{",
+        f"    {_q('~^' + _SID_CLASS + chr(92) + 'z')} {source};",
+        '    default "";',
+        "  }",
+    ]
 
 
 def nginx_config(spec: ProxySpec, upstream_port: int, *, upstream_host: str = "127.0.0.1") -> str:
@@ -235,8 +256,13 @@ def nginx_config(spec: ProxySpec, upstream_port: int, *, upstream_host: str = "1
         "  default_type application/json;",
     ]
     lines += _sid_map(header_var, "$llm_affinity_hdr_sid")
-    lines += [f"  map {header_var} $llm_affinity_hdr_bad {{", '    "" 0;',
-              f"    {_q('~^' + _SID_CLASS + chr(92) + 'z')} 0;", "    default 1;", "  }"]
+    lines += [
+        f"  map {header_var} $llm_affinity_hdr_bad {{",
+        '    "" 0;',
+        f"    {_q('~^' + _SID_CLASS + chr(92) + 'z')} 0;",
+        "    default 1;",
+        "  }",
+    ]
     cookie_sid = query_sid = ""
     if spec.cookie_name:
         lines += _sid_map(f"$cookie_{spec.cookie_name}", "$llm_affinity_ck_sid")
@@ -320,7 +346,7 @@ def nginx_config(spec: ProxySpec, upstream_port: int, *, upstream_host: str = "1
     lines.append(f"    location {PROXIED_PREFIX} {{\n{refuse}      proxy_pass {upstream};\n    }}")
     for path in PROXIED_EXACT:
         lines.append(f"    location = {path} {{ proxy_pass {upstream}; }}")
-    lines.append("    location / { return 404 '{\"error\":{\"message\":\"not found\",\"type\":\"not_found\",\"code\":404}}'; }")
+    lines.append('    location / { return 404 \'{"error":{"message":"not found","type":"not_found","code":404}}\'; }')
     lines += ["  }", "}"]
     return "\n".join(lines) + "\n"
 
@@ -338,14 +364,19 @@ def _packed_file(path: str, body: str, marker: str) -> list[str]:
     """A file written from gzip+base64 text: raw user data is limited to 16 KB and the exporter
     alone is 6.5 KB as plain text."""
     packed = base64.b64encode(gzip.compress(body.encode(), mtime=0)).decode()
-    return [f"base64 -d <<'{marker}' | gunzip > {path}",
-            *(packed[i:i + 76] for i in range(0, len(packed), 76)), marker]
+    return [
+        f"base64 -d <<'{marker}' | gunzip > {path}",
+        *(packed[i : i + 76] for i in range(0, len(packed), 76)),
+        marker,
+    ]
 
 
 def _secret_to_env(var: str, arn: str) -> list[str]:
     """Read a secret on the host (instance role) into an exported variable, never echoed."""
-    return [f"{var}=$(aws secretsmanager get-secret-value --secret-id '{arn}' --query SecretString --output text)",
-            f"export {var}"]
+    return [
+        f"{var}=$(aws secretsmanager get-secret-value --secret-id '{arn}' --query SecretString --output text)",
+        f"export {var}",
+    ]
 
 
 def boot_commands(spec: BootSpec) -> list[str]:
@@ -371,7 +402,9 @@ def boot_commands(spec: BootSpec) -> list[str]:
     lines.append("# CloudWatch agent (on the host): Prometheus /metrics -> per-instance metrics, access log -> logs")
     lines.append(f"if ! command -v {_AGENT_DIR}/bin/amazon-cloudwatch-agent-ctl >/dev/null; then")
     lines.append("  ARCH=$(dpkg --print-architecture)")
-    lines.append('  curl -sfo /tmp/cwagent.deb "https://amazoncloudwatch-agent.s3.amazonaws.com/ubuntu/${ARCH}/latest/amazon-cloudwatch-agent.deb"')
+    lines.append(
+        '  curl -sfo /tmp/cwagent.deb "https://amazoncloudwatch-agent.s3.amazonaws.com/ubuntu/${ARCH}/latest/amazon-cloudwatch-agent.deb"'
+    )
     lines.append("  dpkg -i -E /tmp/cwagent.deb")
     lines.append("fi")
     lines += _heredoc(f"{_AGENT_DIR}/etc/prometheus.yaml", prometheus_config(spec), "LLM_AFFINITY_PROM")
@@ -383,14 +416,18 @@ def boot_commands(spec: BootSpec) -> list[str]:
     )
     lines.append("# TTFT p50/p95 (the agent drops Prometheus histograms)")
     lines += _packed_file(f"{_CFG_DIR}/ttft_exporter.py", exporter_source(), "LLM_AFFINITY_EXPORTER")
-    lines += _heredoc("/etc/systemd/system/llm-affinity-ttft.service", (
-        "[Unit]\nDescription=llm-affinity TTFT exporter\nAfter=network-online.target\n"
-        "[Service]\n"
-        f"ExecStart=/usr/bin/python3 {_CFG_DIR}/ttft_exporter.py --namespace {METRIC_NAMESPACE}"
-        f" --fleet {spec.fleet_name} --instance-id {INSTANCE_ID_PLACEHOLDER} --log-group {spec.log_group_name}"
-        f" --url http://127.0.0.1:{spec.port}/metrics\n"
-        "Restart=always\nDynamicUser=yes\n[Install]\nWantedBy=multi-user.target"
-    ), "LLM_AFFINITY_UNIT")
+    lines += _heredoc(
+        "/etc/systemd/system/llm-affinity-ttft.service",
+        (
+            "[Unit]\nDescription=llm-affinity TTFT exporter\nAfter=network-online.target\n"
+            "[Service]\n"
+            f"ExecStart=/usr/bin/python3 {_CFG_DIR}/ttft_exporter.py --namespace {METRIC_NAMESPACE}"
+            f" --fleet {spec.fleet_name} --instance-id {INSTANCE_ID_PLACEHOLDER} --log-group {spec.log_group_name}"
+            f" --url http://127.0.0.1:{spec.port}/metrics\n"
+            "Restart=always\nDynamicUser=yes\n[Install]\nWantedBy=multi-user.target"
+        ),
+        "LLM_AFFINITY_UNIT",
+    )
     lines.append(f'sed -i "s/{INSTANCE_ID_PLACEHOLDER}/$INSTANCE_ID/" /etc/systemd/system/llm-affinity-ttft.service')
     lines.append("systemctl daemon-reload && systemctl enable --now llm-affinity-ttft.service")
     return lines
@@ -401,13 +438,17 @@ def proxy_commands(proxy: ProxySpec, upstream_port: int) -> list[str]:
     host's): with a metadata hop limit of 1 it cannot reach IMDS, and it reaches vLLM through
     the host gateway."""
     lines = ["# nginx: X-Served-By, JSON access log, API paths only (and the app cookie in app-cookie mode)"]
-    lines += _heredoc(f"{_CFG_DIR}/nginx.conf",
-                      nginx_config(proxy, upstream_port, upstream_host="host.docker.internal"),
-                      "LLM_AFFINITY_NGINX")
+    lines += _heredoc(
+        f"{_CFG_DIR}/nginx.conf",
+        nginx_config(proxy, upstream_port, upstream_host="host.docker.internal"),
+        "LLM_AFFINITY_NGINX",
+    )
     lines.append(f'sed -i "s/{INSTANCE_ID_PLACEHOLDER}/$INSTANCE_ID/g" {_CFG_DIR}/nginx.conf')
-    lines += _heredoc("/etc/logrotate.d/llm-affinity",
-                      f"{proxy.access_log} {{\n  daily\n  rotate 3\n  compress\n  missingok\n  notifempty\n  copytruncate\n}}",
-                      "LLM_AFFINITY_LOGROTATE")
+    lines += _heredoc(
+        "/etc/logrotate.d/llm-affinity",
+        f"{proxy.access_log} {{\n  daily\n  rotate 3\n  compress\n  missingok\n  notifempty\n  copytruncate\n}}",
+        "LLM_AFFINITY_LOGROTATE",
+    )
     lines.append(
         "docker run -d --name llm-affinity-proxy --restart unless-stopped"
         f" --add-host host.docker.internal:host-gateway -p {proxy.listen_port}:{proxy.listen_port}"

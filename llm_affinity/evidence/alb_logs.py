@@ -101,7 +101,7 @@ def _discover_local(path: str) -> tuple[list[LogFile], InputError | None]:
 
 def split_s3_url(url: str) -> tuple[str, str]:
     """``s3://bucket/prefix`` -> (bucket, prefix); ValueError when there is no bucket."""
-    rest = url[len("s3://"):]
+    rest = url[len("s3://") :]
     bucket, _, prefix = rest.partition("/")
     if not bucket:
         raise ValueError(f"{url}: no bucket name")

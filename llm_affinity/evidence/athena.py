@@ -58,9 +58,11 @@ def log_location(url: str, *, account: str | None, region: str | None) -> str:
     if _LAYOUT.search(base):
         return base + "/"
     if not account or not region:
-        raise ValueError("--athena: the account id and region are needed to find "
-                         f"{base}/AWSLogs/<account>/elasticloadbalancing/<region>/ (give --region; the "
-                         "account is read with sts:GetCallerIdentity, or give the full path)")
+        raise ValueError(
+            "--athena: the account id and region are needed to find "
+            f"{base}/AWSLogs/<account>/elasticloadbalancing/<region>/ (give --region; the "
+            "account is read with sts:GetCallerIdentity, or give the full path)"
+        )
     return f"{base}/AWSLogs/{account}/elasticloadbalancing/{region}/"
 
 
@@ -91,20 +93,37 @@ def day_range(days: int, today: dt.date | None = None) -> tuple[str, str]:
     return start.strftime("%Y/%m/%d"), end.strftime("%Y/%m/%d")
 
 
-def report_query(table: AthenaTable, session_key: str | None, *, first_day: str, last_day: str,
-                 stickiness_duration_s: float | None = None) -> str:
+def report_query(
+    table: AthenaTable,
+    session_key: str | None,
+    *,
+    first_day: str,
+    last_day: str,
+    stickiness_duration_s: float | None = None,
+) -> str:
     """The report SQL of :mod:`sql` over the table's lines of the given days."""
-    lines = (f"(SELECT \"$path\" AS file, line FROM {table.qualified} "
-             f"WHERE day BETWEEN '{first_day}' AND '{last_day}') AS lines")
+    lines = (
+        f'(SELECT "$path" AS file, line FROM {table.qualified} '
+        f"WHERE day BETWEEN '{first_day}' AND '{last_day}') AS lines"
+    )
     return sql.alb_report_sql(lines, session_key, sql.ATHENA, stickiness_duration_s=stickiness_duration_s)
 
 
 class Runner:
     """Runs statements through the Athena API (start, poll, page through the results)."""
 
-    def __init__(self, client: Any, *, database: str, workgroup: str | None, output: str | None,
-                 timeout_s: float = 600.0, poll_s: float = 1.0,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        database: str,
+        workgroup: str | None,
+        output: str | None,
+        timeout_s: float = 600.0,
+        poll_s: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.client = client
         self.database = database
         self.workgroup = workgroup
@@ -153,7 +172,7 @@ class Runner:
                 values = [d.get("VarCharValue") for d in row["Data"]]
                 if values == names:  # the header row of a SELECT
                     continue
-                out.append({n: _typed(types.get(n, "str"), v) for n, v in zip(names, values)})
+                out.append({n: _typed(types.get(n, "str"), v) for n, v in zip(names, values, strict=False)})
         return out
 
 

@@ -25,11 +25,11 @@ def write_chart(path: str, series: Mapping[str, Sequence[Mapping[str, Any]]], ti
     for name, per_turn in series.items():
         hits = [(t["turn"], t["hit_rate"]) for t in per_turn if t.get("hit_rate") is not None]
         if hits:
-            hit_ax.plot(*zip(*hits), marker="o", label=name)
+            hit_ax.plot(*zip(*hits, strict=True), marker="o", label=name)
         for key, style in (("ttft_p95_ms", "-"), ("ttft_p50_ms", ":")):
             points = [(t["turn"], t[key]) for t in per_turn if t.get(key) is not None]
             if points:
-                ttft_ax.plot(*zip(*points), style, marker=".", label=f"{name} {key[5:8]}")
+                ttft_ax.plot(*zip(*points, strict=True), style, marker=".", label=f"{name} {key[5:8]}")
     hit_ax.set(title="prefix-cache hit rate per turn", xlabel="turn", ylabel="cached / prompt tokens", ylim=(0, 1.02))
     ttft_ax.set(title="TTFT per turn", xlabel="turn", ylabel="ms")
     for ax in (hit_ax, ttft_ax):

@@ -13,9 +13,20 @@ import os
 import sys
 from typing import Any
 
-from ..common.commands import EXIT_BELOW, EXIT_INPUT, EXIT_OK, UsageError, add_output_options, count, emit
+from ..common.commands import (
+    EXIT_BELOW,
+    EXIT_INPUT,
+    EXIT_OK,
+    UsageError,
+    add_output_options,
+    count,
+    emit,
+    number,
+    open_output,
+    positive_int,
+    say,
+)
 from ..common.commands import fraction as _fraction
-from ..common.commands import number, open_output, positive_int, say
 from .report import affinity_state
 
 HELP = "drive synthetic multi-turn sessions through a front: stickiness and cache hit rate per turn"
@@ -41,32 +52,67 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     load = parser.add_argument_group("workload")
     load.add_argument("--sessions", type=_positive, default=16, metavar="N", help="sessions (default: 16)")
     load.add_argument("--turns", type=_positive, default=8, metavar="T", help="turns per session (default: 8)")
-    load.add_argument("--concurrency", type=_positive, metavar="C",
-                      help="sessions in flight at once (default: all of them)")
-    load.add_argument("--system-words", type=_count, default=400, metavar="W",
-                      help="words of the system prompt every session shares (default: 400)")
-    load.add_argument("--turn-words", type=_positive, default=80, metavar="W",
-                      help="new user words per turn (default: 80)")
+    load.add_argument(
+        "--concurrency", type=_positive, metavar="C", help="sessions in flight at once (default: all of them)"
+    )
+    load.add_argument(
+        "--system-words",
+        type=_count,
+        default=400,
+        metavar="W",
+        help="words of the system prompt every session shares (default: 400)",
+    )
+    load.add_argument(
+        "--turn-words", type=_positive, default=80, metavar="W", help="new user words per turn (default: 80)"
+    )
     load.add_argument("--max-tokens", type=_positive, default=16, metavar="N", help="tokens per answer (default: 16)")
-    load.add_argument("--think-time", type=_seconds, default=0.0, metavar="S",
-                      help="pause between the turns of a session, seconds (default: 0)")
+    load.add_argument(
+        "--think-time",
+        type=_seconds,
+        default=0.0,
+        metavar="S",
+        help="pause between the turns of a session, seconds (default: 0)",
+    )
     load.add_argument("--model", help="model name (default: the first of GET BASE_URL/models)")
     load.add_argument("--api-key", help=f"bearer token (default: ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]})")
     ident = parser.add_argument_group("session identity")
-    ident.add_argument("--cookies", choices=("per-session", "shared", "none"), default="per-session",
-                       help="cookie jar per session (default), one jar shared by every session (the "
-                            "shared-SDK-client anti-pattern), or no cookies")
-    ident.add_argument("--session-header", default="X-Session-Id", metavar="NAME",
-                       help="header carrying the session id on every turn (default: X-Session-Id; '' for none)")
-    ident.add_argument("--session-query", metavar="NAME",
-                       help="also add ?NAME=<session id> to each request (ALB access logs can then see sessions)")
-    ident.add_argument("--instance-header", default="X-Served-By", metavar="NAME",
-                       help="response header naming the serving instance (default: X-Served-By)")
+    ident.add_argument(
+        "--cookies",
+        choices=("per-session", "shared", "none"),
+        default="per-session",
+        help="cookie jar per session (default), one jar shared by every session (the "
+        "shared-SDK-client anti-pattern), or no cookies",
+    )
+    ident.add_argument(
+        "--session-header",
+        default="X-Session-Id",
+        metavar="NAME",
+        help="header carrying the session id on every turn (default: X-Session-Id; '' for none)",
+    )
+    ident.add_argument(
+        "--session-query",
+        metavar="NAME",
+        help="also add ?NAME=<session id> to each request (ALB access logs can then see sessions)",
+    )
+    ident.add_argument(
+        "--instance-header",
+        default="X-Served-By",
+        metavar="NAME",
+        help="response header naming the serving instance (default: X-Served-By)",
+    )
     check = parser.add_argument_group("smoke test")
-    check.add_argument("--expect-stability", type=_fraction, metavar="X",
-                       help="exit 1 when session-to-instance stability is below X (0..1)")
-    check.add_argument("--expect-hit-rate", type=_fraction, metavar="X",
-                       help="exit 1 when the warm hit rate (Σ cached / Σ prompt tokens of turns 2..T) is below X")
+    check.add_argument(
+        "--expect-stability",
+        type=_fraction,
+        metavar="X",
+        help="exit 1 when session-to-instance stability is below X (0..1)",
+    )
+    check.add_argument(
+        "--expect-hit-rate",
+        type=_fraction,
+        metavar="X",
+        help="exit 1 when the warm hit rate (Σ cached / Σ prompt tokens of turns 2..T) is below X",
+    )
     out = parser.add_argument_group("output")
     add_output_options(out)
     out.add_argument("--raw", metavar="FILE", help="write one telemetry JSON line per request to FILE")
@@ -98,11 +144,22 @@ def run(args: argparse.Namespace) -> int:
 
     _check_args(args)
     api_key = args.api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
-    cfg = ProbeConfig(base_url=args.base_url, sessions=args.sessions, turns=args.turns, concurrency=args.concurrency,
-                      system_words=args.system_words, turn_words=args.turn_words, max_tokens=args.max_tokens,
-                      think_time_s=args.think_time, model=args.model, api_key=api_key,
-                      instance_header=args.instance_header, cookies=args.cookies,
-                      session_header=args.session_header or None, session_query=args.session_query)
+    cfg = ProbeConfig(
+        base_url=args.base_url,
+        sessions=args.sessions,
+        turns=args.turns,
+        concurrency=args.concurrency,
+        system_words=args.system_words,
+        turn_words=args.turn_words,
+        max_tokens=args.max_tokens,
+        think_time_s=args.think_time,
+        model=args.model,
+        api_key=api_key,
+        instance_header=args.instance_header,
+        cookies=args.cookies,
+        session_header=args.session_header or None,
+        session_query=args.session_query,
+    )
     out_fh = open_output(args.output, "--output") if args.output else None  # fail before the run
     writer = None
     if args.raw:
@@ -115,11 +172,18 @@ def run(args: argparse.Namespace) -> int:
         from tqdm import tqdm
 
         # A terminal that reports no size (some ptys) would get a zero-width bar: fall back to 80.
-        bar = tqdm(total=cfg.sessions * cfg.turns, unit="req", desc="probe", file=sys.stderr, leave=False,
-                   ncols=shutil.get_terminal_size().columns)
+        bar = tqdm(
+            total=cfg.sessions * cfg.turns,
+            unit="req",
+            desc="probe",
+            file=sys.stderr,
+            leave=False,
+            ncols=shutil.get_terminal_size().columns,
+        )
     try:
-        result = run_probe(cfg, on_record=writer.write if writer else None,
-                           on_progress=bar.update if bar is not None else None)
+        result = run_probe(
+            cfg, on_record=writer.write if writer else None, on_progress=bar.update if bar is not None else None
+        )
     except EndpointError as exc:
         say(f"error: {exc}")
         if out_fh is not None:
@@ -164,12 +228,15 @@ def _error_lines(errors: list[dict[str, str]]) -> list[str]:
     seen: dict[str, list[str]] = {}
     for error in errors:
         seen.setdefault(error["message"], []).append(error["input"])
-    return [f"error: {inputs[0]}{f' (and {len(inputs) - 1} more)' if len(inputs) > 1 else ''}: {message}"
-            for message, inputs in seen.items()]
+    return [
+        f"error: {inputs[0]}{f' (and {len(inputs) - 1} more)' if len(inputs) > 1 else ''}: {message}"
+        for message, inputs in seen.items()
+    ]
 
 
-def judge(report: dict[str, Any], expect_stability: float | None,
-          expect_hit_rate: float | None) -> tuple[str, list[str]]:
+def judge(
+    report: dict[str, Any], expect_stability: float | None, expect_hit_rate: float | None
+) -> tuple[str, list[str]]:
     """The one-line verdict and the unmet expectations (an unknown value does not meet one)."""
     from .probe import warm_hit_rate
 
@@ -177,20 +244,29 @@ def judge(report: dict[str, Any], expect_stability: float | None,
     hit = warm_hit_rate(report)
     failures = []
     if expect_stability is not None and (stability is None or stability < expect_stability):
-        failures.append(f"stability {_num(stability)} < {expect_stability}" if stability is not None else
-                        "stability unknown (no instance header), expected at least " + str(expect_stability))
+        failures.append(
+            f"stability {_num(stability)} < {expect_stability}"
+            if stability is not None
+            else "stability unknown (no instance header), expected at least " + str(expect_stability)
+        )
     if expect_hit_rate is not None and (hit is None or hit < expect_hit_rate):
-        failures.append(f"warm hit rate {_num(hit)} < {expect_hit_rate}" if hit is not None else
-                        "hit rate unknown (no cached_tokens in usage), expected at least " + str(expect_hit_rate))
+        failures.append(
+            f"warm hit rate {_num(hit)} < {expect_hit_rate}"
+            if hit is not None
+            else "hit rate unknown (no cached_tokens in usage), expected at least " + str(expect_hit_rate)
+        )
     if report["errors"]:
         head = f"FAILED: {len(report['errors'])} request(s) failed"
     elif expect_stability is not None or expect_hit_rate is not None:
         head = "FAIL" if failures else "PASS"
     else:
-        head = {"unknown": "UNKNOWN stickiness", "sticky": "STICKY", "mostly sticky": "MOSTLY STICKY",
-                "not sticky": "NOT STICKY",
-                "pinned": "PINNED (one instance takes most sessions: a shared cookie jar or client?)",
-                }[affinity_state(report)]
+        head = {
+            "unknown": "UNKNOWN stickiness",
+            "sticky": "STICKY",
+            "mostly sticky": "MOSTLY STICKY",
+            "not sticky": "NOT STICKY",
+            "pinned": "PINNED (one instance takes most sessions: a shared cookie jar or client?)",
+        }[affinity_state(report)]
     moves = report["moves_per_session"]
     parts = [f"stability {_num(stability)}"]
     if moves is not None:
@@ -207,27 +283,41 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 def render_text(report: dict[str, Any], verdict: str, *, model: str | None = None) -> str:
     """The human report: a summary, one row per turn, the instances, and the verdict line."""
+
     def cell(value: Any, digits: int = 1) -> str:
         if value is None:
             return "-"
         return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
-    lines = [f"llm-affinity probe {report['source']}" + (f" (model {model})" if model else ""),
-             f"sessions {report['sessions']}, requests {report['requests']}, errors {len(report['errors'])}",
-             ""]
+    lines = [
+        f"llm-affinity probe {report['source']}" + (f" (model {model})" if model else ""),
+        f"sessions {report['sessions']}, requests {report['requests']}, errors {len(report['errors'])}",
+        "",
+    ]
     head = ("turn", "requests", "prompt tok", "cached tok", "hit rate", "TTFT p50 ms", "TTFT p95 ms")
-    rows = [head] + [(str(t["turn"]), str(t["requests"]), cell(t["prompt_tokens"]), cell(t["cached_tokens"]),
-                      cell(t["hit_rate"], 3), cell(t["ttft_p50_ms"]), cell(t["ttft_p95_ms"]))
-                     for t in report["per_turn"]]
+    rows = [head] + [
+        (
+            str(t["turn"]),
+            str(t["requests"]),
+            cell(t["prompt_tokens"]),
+            cell(t["cached_tokens"]),
+            cell(t["hit_rate"], 3),
+            cell(t["ttft_p50_ms"]),
+            cell(t["ttft_p95_ms"]),
+        )
+        for t in report["per_turn"]
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for row in rows:
-        lines.append("  ".join(v.rjust(w) for v, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     lines.append("")
     if report["instances"]:
         lines.append("instances: " + ", ".join(f"{k} {v}" for k, v in report["instances"].items()))
     else:
         lines.append("instances: unknown (no instance header)")
-    lines.append(f"stability {_num(report['stability'])}, moves/session {_num(report['moves_per_session'], 2)}, "
-                 f"imbalance {_num(report['imbalance'], 2)}")
+    lines.append(
+        f"stability {_num(report['stability'])}, moves/session {_num(report['moves_per_session'], 2)}, "
+        f"imbalance {_num(report['imbalance'], 2)}"
+    )
     lines.append(verdict)
     return "\n".join(lines) + "\n"

@@ -10,10 +10,12 @@ import json
 from ..common.commands import UsageError, add_output_options, emit, open_output
 
 HELP = "pick a front for a workload (decision table + simulation)"
-DESCRIPTION = ("Apply the decision table (ALB duration cookie, ALB app cookie, NLB source IP, Ray Serve "
-               "PrefixCacheAffinityRouter, SGLang cache-aware, LMCache shared KV; AgentCore Gateway sessions "
-               "as the separate tool layer) to a workload file, simulate the relevant policies, and print the "
-               "choice, its reason, the construct snippet and the rules its templates must pass.")
+DESCRIPTION = (
+    "Apply the decision table (ALB duration cookie, ALB app cookie, NLB source IP, Ray Serve "
+    "PrefixCacheAffinityRouter, SGLang cache-aware, LMCache shared KV; AgentCore Gateway sessions "
+    "as the separate tool layer) to a workload file, simulate the relevant policies, and print the "
+    "choice, its reason, the construct snippet and the rules its templates must pass."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

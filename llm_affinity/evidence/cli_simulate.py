@@ -13,24 +13,44 @@ import json
 from ..common.commands import UsageError, add_output_options, emit, open_output
 
 HELP = "simulate a vLLM fleet behind each routing policy (deterministic)"
-DESCRIPTION = ("Discrete-event simulation of N vLLM instances (finite prefix cache, queueing, prefill and "
-               "decode rates) behind routing policies: round_robin, least_outstanding, lb_cookie, app_cookie, "
-               "source_ip, consistent_hash, prefix_aware, cache_aware, sticky_load_aware. Same --seed, same "
-               "output. See docs/simulate.md.")
+DESCRIPTION = (
+    "Discrete-event simulation of N vLLM instances (finite prefix cache, queueing, prefill and "
+    "decode rates) behind routing policies: round_robin, least_outstanding, lb_cookie, app_cookie, "
+    "source_ip, consistent_hash, prefix_aware, cache_aware, sticky_load_aware. Same --seed, same "
+    "output. See docs/simulate.md."
+)
 
 #: flag -> workload key (the flags of the issue's contract, plus the rates)
 FLAGS = {
-    "--instances": "instances", "--sessions": "sessions", "--turns": "turns",
-    "--system-tokens": "system_tokens", "--turn-tokens": "turn_tokens", "--output-tokens": "output_tokens",
-    "--think-time": "think_time_s", "--kv-capacity": "kv_capacity_tokens", "--arrival-rate": "arrival_rate",
-    "--nat-addresses": "nat_addresses", "--ip-churn": "ip_churn", "--cookie-duration": "cookie_duration_s",
-    "--clients-behind-nat": "clients_behind_nat", "--hot-share": "hot_share", "--seed": "seed",
-    "--prefill-tokens-per-s": "prefill_tokens_per_s", "--decode-tokens-per-s": "decode_tokens_per_s",
+    "--instances": "instances",
+    "--sessions": "sessions",
+    "--turns": "turns",
+    "--system-tokens": "system_tokens",
+    "--turn-tokens": "turn_tokens",
+    "--output-tokens": "output_tokens",
+    "--think-time": "think_time_s",
+    "--kv-capacity": "kv_capacity_tokens",
+    "--arrival-rate": "arrival_rate",
+    "--nat-addresses": "nat_addresses",
+    "--ip-churn": "ip_churn",
+    "--cookie-duration": "cookie_duration_s",
+    "--clients-behind-nat": "clients_behind_nat",
+    "--hot-share": "hot_share",
+    "--seed": "seed",
+    "--prefill-tokens-per-s": "prefill_tokens_per_s",
+    "--decode-tokens-per-s": "decode_tokens_per_s",
     "--ttft-overhead-ms": "ttft_overhead_ms",
 }
-METAVARS = {"--think-time": "SECONDS", "--cookie-duration": "SECONDS", "--kv-capacity": "TOKENS",
-            "--arrival-rate": "SESSIONS_PER_S", "--ip-churn": "P", "--clients-behind-nat": "SHARE",
-            "--hot-share": "SHARE", "--turns": "T|MIN-MAX"}
+METAVARS = {
+    "--think-time": "SECONDS",
+    "--cookie-duration": "SECONDS",
+    "--kv-capacity": "TOKENS",
+    "--arrival-rate": "SESSIONS_PER_S",
+    "--ip-churn": "P",
+    "--clients-behind-nat": "SHARE",
+    "--hot-share": "SHARE",
+    "--turns": "T|MIN-MAX",
+}
 HELPS = {
     "--instances": "vLLM instances (default: 4)",
     "--sessions": "agent sessions in the run (default: 200)",
@@ -59,12 +79,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policies", metavar="P1,P2,...", help="policies to compare (default: all)")
     for flag, key in FLAGS.items():
         parser.add_argument(flag, dest="wl_" + key, metavar=METAVARS.get(flag, "N"), help=HELPS.get(flag))
-    parser.add_argument("--fail-at", action="append", default=[], metavar="SECONDS",
-                        help="an instance fails at this time (repeatable or comma-separated)")
-    parser.add_argument("--scale-in-at", action="append", default=[], metavar="SECONDS",
-                        help="an instance is scaled in at this time (repeatable or comma-separated)")
-    parser.add_argument("--calibrate", metavar="REPORT.json",
-                        help="fit prefill/decode rates from a probe/sli report or a vLLM /metrics scrape")
+    parser.add_argument(
+        "--fail-at",
+        action="append",
+        default=[],
+        metavar="SECONDS",
+        help="an instance fails at this time (repeatable or comma-separated)",
+    )
+    parser.add_argument(
+        "--scale-in-at",
+        action="append",
+        default=[],
+        metavar="SECONDS",
+        help="an instance is scaled in at this time (repeatable or comma-separated)",
+    )
+    parser.add_argument(
+        "--calibrate",
+        metavar="REPORT.json",
+        help="fit prefill/decode rates from a probe/sli report or a vLLM /metrics scrape",
+    )
     add_output_options(parser)
     parser.add_argument("--chart", metavar="FILE.png", help="hit rate and TTFT per turn, one line per policy")
 
@@ -89,7 +122,10 @@ def build_workload(args: argparse.Namespace):
             raw = getattr(args, "wl_" + key)
             if raw is not None:
                 setattr(wl, key, check_value(key, _scalar(raw), flag))
-        for flag, key, values in (("--fail-at", "fail_at_s", args.fail_at), ("--scale-in-at", "scale_in_at_s", args.scale_in_at)):
+        for flag, key, values in (
+            ("--fail-at", "fail_at_s", args.fail_at),
+            ("--scale-in-at", "scale_in_at_s", args.scale_in_at),
+        ):
             if values:
                 items = [_scalar(p.strip()) for v in values for p in v.split(",") if p.strip()]
                 setattr(wl, key, check_value(key, items, flag))

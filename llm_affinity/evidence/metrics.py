@@ -97,9 +97,14 @@ def engine_view(first: Samples, second: Samples) -> dict[str, Any]:
     }
 
 
-def scrape_engines(urls: list[str], *, interval_s: float, timeout_s: float = 10.0,
-                   get: Callable[[str], str] | None = None,
-                   sleep: Callable[[float], None] = time.sleep) -> tuple[dict[str, Any], list[InputError]]:
+def scrape_engines(
+    urls: list[str],
+    *,
+    interval_s: float,
+    timeout_s: float = 10.0,
+    get: Callable[[str], str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[dict[str, Any], list[InputError]]:
     """Scrape every URL, wait ``interval_s``, scrape again: ``({url: engine view}, errors)``.
     An engine that cannot be scraped or is not vLLM is one error and is left out."""
     if get is None:
@@ -111,6 +116,7 @@ def scrape_engines(urls: list[str], *, interval_s: float, timeout_s: float = 10.
             response = client.get(url)
             response.raise_for_status()
             return response.text
+
     errors: list[InputError] = []
     first: dict[str, Samples] = {}
     for url in urls:

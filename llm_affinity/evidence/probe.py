@@ -133,8 +133,9 @@ def resolve_model(client: Any, cfg: ProbeConfig) -> str:
     except httpx.HTTPError as exc:
         raise EndpointError(f"{url}: unreachable ({type(exc).__name__}: {exc or 'no detail'})") from None
     if resp.status_code != 200:
-        raise EndpointError(f"{url}: HTTP {resp.status_code}, not an OpenAI-compatible API "
-                            f"({_snippet(resp.text) or 'empty body'})")
+        raise EndpointError(
+            f"{url}: HTTP {resp.status_code}, not an OpenAI-compatible API ({_snippet(resp.text) or 'empty body'})"
+        )
     try:
         data = resp.json()
         model = data["data"][0]["id"]
@@ -142,8 +143,10 @@ def resolve_model(client: Any, cfg: ProbeConfig) -> str:
             raise TypeError
     except (ValueError, KeyError, IndexError, TypeError):
         ctype = resp.headers.get("content-type", "no content type")
-        raise EndpointError(f"{url}: not an OpenAI-compatible model list ({ctype}: {_snippet(resp.text)!r}); "
-                            "pass --model if the endpoint has no /models") from None
+        raise EndpointError(
+            f"{url}: not an OpenAI-compatible model list ({ctype}: {_snippet(resp.text)!r}); "
+            "pass --model if the endpoint has no /models"
+        ) from None
     return model
 
 
@@ -207,16 +210,23 @@ def _read_stream(resp: Any, started: float) -> tuple[float | None, list[str], di
     return ttft, parts, usage
 
 
-def _request(client: Any, cfg: ProbeConfig, model: str, session_id: str, turn: int,
-             messages: list[dict[str, str]]) -> _Outcome:
+def _request(
+    client: Any, cfg: ProbeConfig, model: str, session_id: str, turn: int, messages: list[dict[str, str]]
+) -> _Outcome:
     import httpx
 
     headers = _auth(cfg)
     if cfg.session_header:
         headers[cfg.session_header] = session_id
     params = {cfg.session_query: session_id} if cfg.session_query else None
-    body = {"model": model, "messages": messages, "max_tokens": cfg.max_tokens, "temperature": 0,
-            "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": cfg.max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     ts = time.time()
     started = time.perf_counter()
     record = Record(ts=ts, session=session_id, turn=turn)
@@ -230,8 +240,11 @@ def _request(client: Any, cfg: ProbeConfig, model: str, session_id: str, turn: i
             ctype = resp.headers.get("content-type", "")
             if "text/event-stream" not in ctype:
                 resp.read()
-                return _Outcome(record, None, f"not an OpenAI-compatible stream (Content-Type {ctype or 'none'}: "
-                                              f"{_snippet(resp.text)!r})")
+                return _Outcome(
+                    record,
+                    None,
+                    f"not an OpenAI-compatible stream (Content-Type {ctype or 'none'}: {_snippet(resp.text)!r})",
+                )
             try:
                 ttft, parts, usage = _read_stream(resp, started)
             except ValueError as exc:
@@ -260,8 +273,12 @@ def _jar_accepting_nothing() -> Any:
     return http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
 
 
-def run_probe(cfg: ProbeConfig, *, on_record: Callable[[Record], None] | None = None,
-              on_progress: Callable[[int], None] | None = None) -> ProbeResult:
+def run_probe(
+    cfg: ProbeConfig,
+    *,
+    on_record: Callable[[Record], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> ProbeResult:
     """Run every session (turns in order, ``concurrency`` sessions at a time) and return the
     records, errors ``{input, message}`` and hints. A session stops at its first failed
     request (its context cannot grow without the answer). ``on_record`` sees each record as it
@@ -271,11 +288,14 @@ def run_probe(cfg: ProbeConfig, *, on_record: Callable[[Record], None] | None = 
 
     workers = cfg.concurrency or cfg.sessions
     # Certificates are loaded (~20 ms) only for https; requests never follow redirects.
-    transport = httpx.HTTPTransport(verify=urlsplit(cfg.base_url).scheme == "https",
-                                    limits=httpx.Limits(max_connections=workers, max_keepalive_connections=workers))
+    transport = httpx.HTTPTransport(
+        verify=urlsplit(cfg.base_url).scheme == "https",
+        limits=httpx.Limits(max_connections=workers, max_keepalive_connections=workers),
+    )
     timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
-    shared = httpx.Client(transport=transport, timeout=timeout,
-                          cookies=_jar_accepting_nothing() if cfg.cookies == "none" else None)
+    shared = httpx.Client(
+        transport=transport, timeout=timeout, cookies=_jar_accepting_nothing() if cfg.cookies == "none" else None
+    )
     run_id = f"{cfg.seed:06x}" if cfg.seed is not None else secrets.token_hex(3)
     lock = threading.Lock()
     try:
@@ -341,17 +361,23 @@ def _hints(cfg: ProbeConfig, counts: dict[str, int]) -> list[str]:
     hints = []
     header = cfg.instance_header
     if counts["instance"] == 0:
-        hints.append(f"no response carried the {header} header: instance is null and stability unknown; "
-                     f"enable the on-instance proxy's {header} header (the VllmFleet construct adds it) "
-                     "or pass --instance-header NAME")
+        hints.append(
+            f"no response carried the {header} header: instance is null and stability unknown; "
+            f"enable the on-instance proxy's {header} header (the VllmFleet construct adds it) "
+            "or pass --instance-header NAME"
+        )
     elif counts["instance"] < ok:
         hints.append(f"{ok - counts['instance']} of {ok} responses had no {header} header (instance null for those)")
     if counts["usage"] == 0:
-        hints.append("no response carried usage: token counts are null; the endpoint must honour "
-                     "stream_options.include_usage (vLLM does)")
+        hints.append(
+            "no response carried usage: token counts are null; the endpoint must honour "
+            "stream_options.include_usage (vLLM does)"
+        )
     elif counts["cached"] == 0:
-        hints.append("usage has no prompt_tokens_details.cached_tokens: cached tokens and hit rates are null; "
-                     "start vLLM with --enable-prompt-tokens-details")
+        hints.append(
+            "usage has no prompt_tokens_details.cached_tokens: cached tokens and hit rates are null; "
+            "start vLLM with --enable-prompt-tokens-details"
+        )
     elif counts["cached"] < ok:
         hints.append(f"{ok - counts['cached']} of {ok} responses had no cached_tokens (left out of hit rates)")
     return hints
@@ -376,5 +402,15 @@ def validate_base_url(url: str) -> str | None:
     return None
 
 
-__all__ = ["COOKIE_MODES", "EndpointError", "ProbeConfig", "ProbeResult", "run_probe", "resolve_model",
-           "warm_hit_rate", "validate_base_url", "system_prompt", "user_message"]
+__all__ = [
+    "COOKIE_MODES",
+    "EndpointError",
+    "ProbeConfig",
+    "ProbeResult",
+    "run_probe",
+    "resolve_model",
+    "warm_hit_rate",
+    "validate_base_url",
+    "system_prompt",
+    "user_message",
+]

@@ -36,8 +36,15 @@ from typing import Any
 
 from .simulate.workload import Workload
 
-ROWS = ("alb_lb_cookie", "alb_app_cookie", "nlb_source_ip", "ray_prefix_aware", "sglang_cache_aware",
-        "lmcache_shared_kv", "agentcore_gateway_sessions")
+ROWS = (
+    "alb_lb_cookie",
+    "alb_app_cookie",
+    "nlb_source_ip",
+    "ray_prefix_aware",
+    "sglang_cache_aware",
+    "lmcache_shared_kv",
+    "agentcore_gateway_sessions",
+)
 TOOL_ROW = "agentcore_gateway_sessions"
 #: Chance that a session loses its instance during its life above which shared KV pays.
 LOSS_CHANCE = 0.10
@@ -58,15 +65,27 @@ SIMULATED = {
     "lmcache_shared_kv": ["lb_cookie", "consistent_hash", "round_robin"],
 }
 
-_FLEET = ("fleet = VllmFleet(self, \"Fleet\", vpc=vpc, instance_type=\"g5.xlarge\",\n"
-          "                  min_capacity={n}, max_capacity={n})\n")
+_FLEET = (
+    'fleet = VllmFleet(self, "Fleet", vpc=vpc, instance_type="g5.xlarge",\n'
+    "                  min_capacity={n}, max_capacity={n})\n"
+)
 _FRONT_RULES = ["ALB001", "ALB002", "ALB004", "ALB005", "ALB007", "ALB008", "ALB009", "ALB010"]
 _FLEET_RULES = ["FLEET001", "FLEET003", "FLEET004", "FLEET005", "FLEET006", "FLEET007", "FLEET008"]
 RULES = {
     "alb_lb_cookie": _FRONT_RULES + _FLEET_RULES,
     "alb_app_cookie": sorted(_FRONT_RULES + ["ALB003", "ALB006"]) + _FLEET_RULES,
-    "nlb_source_ip": ["NLB001", "NLB002", "NLB003", "ALB008", "FLEET001", "FLEET003", "FLEET005", "FLEET006",
-                      "FLEET007", "FLEET008"],
+    "nlb_source_ip": [
+        "NLB001",
+        "NLB002",
+        "NLB003",
+        "ALB008",
+        "FLEET001",
+        "FLEET003",
+        "FLEET005",
+        "FLEET006",
+        "FLEET007",
+        "FLEET008",
+    ],
     "ray_prefix_aware": ["FLEET002", "FLEET003", "FLEET005", "FLEET007", "FLEET008"],
     "sglang_cache_aware": ["FLEET002", "FLEET005", "FLEET007", "FLEET008"],
     "lmcache_shared_kv": _FRONT_RULES + _FLEET_RULES,
@@ -104,43 +123,72 @@ def decide(wl: Workload) -> tuple[str, str, list[dict[str, str]]]:
     why: dict[str, str] = {}
     lmcache_reasons = []
     if f.loss_chance >= LOSS_CHANCE or wl.instance_churn_per_hour >= FREQUENT_CHURN_PER_HOUR:
-        lmcache_reasons.append(f"instance churn ({wl.instance_churn_per_hour:g}/h over {wl.instances} instances"
-                               f"{': frequent restarts' if wl.instance_churn_per_hour >= FREQUENT_CHURN_PER_HOUR else ''}"
-                               f") gives a session a {100 * f.loss_chance:.0f}% chance to lose its instance during its "
-                               f"~{f.session_lifetime_s:.0f} s life")
+        lmcache_reasons.append(
+            f"instance churn ({wl.instance_churn_per_hour:g}/h over {wl.instances} instances"
+            f"{': frequent restarts' if wl.instance_churn_per_hour >= FREQUENT_CHURN_PER_HOUR else ''}"
+            f") gives a session a {100 * f.loss_chance:.0f}% chance to lose its instance during its "
+            f"~{f.session_lifetime_s:.0f} s life"
+        )
     if wl.regions > 1:
         lmcache_reasons.append(f"{wl.regions} regions: no load balancer keeps a session's KV across regions")
     if f.long_context:
-        lmcache_reasons.append(f"contexts up to {f.longest_context:,} tokens (system prompt {wl.system_tokens:,}) "
-                               f"against {wl.kv_capacity_tokens:,} tokens of KV per instance")
+        lmcache_reasons.append(
+            f"contexts up to {f.longest_context:,} tokens (system prompt {wl.system_tokens:,}) "
+            f"against {wl.kv_capacity_tokens:,} tokens of KV per instance"
+        )
     lmcache = "; ".join(lmcache_reasons)
 
-    why["ray_prefix_aware"] = ("the fleet is served by Ray Serve: Ray Serve LLM's PrefixCacheAffinityRouter routes "
-                               "by prompt prefix with a load-imbalance escape (an alpha API; it is prefix-level, "
-                               "not a session guarantee)") if wl.serving_stack == "ray_serve" else \
-        "not served by Ray Serve (serving_stack: plain): the router would add Ray as a dependency"
-    why["sglang_cache_aware"] = ("the engine is SGLang: its cache-aware balancer routes by the radix tree of what "
-                                 "each worker has seen, and falls back to shortest queue when load is imbalanced"
-                                 ) if wl.engine == "sglang" else "the engine is vLLM, not SGLang"
-    why["lmcache_shared_kv"] = (f"losing a session's KV is likely or unavoidable: {lmcache}; LMCache keeps KV "
-                                "outside the instance so any instance can reuse it (at the cost of remote fetches)"
-                                ) if lmcache else ("instances are stable, one region, and contexts fit an "
-                                                   "instance's KV: sticky routing keeps the cache local")
+    why["ray_prefix_aware"] = (
+        (
+            "the fleet is served by Ray Serve: Ray Serve LLM's PrefixCacheAffinityRouter routes "
+            "by prompt prefix with a load-imbalance escape (an alpha API; it is prefix-level, "
+            "not a session guarantee)"
+        )
+        if wl.serving_stack == "ray_serve"
+        else "not served by Ray Serve (serving_stack: plain): the router would add Ray as a dependency"
+    )
+    why["sglang_cache_aware"] = (
+        (
+            "the engine is SGLang: its cache-aware balancer routes by the radix tree of what "
+            "each worker has seen, and falls back to shortest queue when load is imbalanced"
+        )
+        if wl.engine == "sglang"
+        else "the engine is vLLM, not SGLang"
+    )
+    why["lmcache_shared_kv"] = (
+        (
+            f"losing a session's KV is likely or unavoidable: {lmcache}; LMCache keeps KV "
+            "outside the instance so any instance can reuse it (at the cost of remote fetches)"
+        )
+        if lmcache
+        else (
+            "instances are stable, one region, and contexts fit an instance's KV: sticky routing keeps the cache local"
+        )
+    )
     if wl.protocol == "tcp" and not f.natted_or_churning:
-        why["nlb_source_ip"] = ("TCP front and every client keeps its own stable address: NLB source-IP "
-                                "stickiness pins each client by flow hash, no cookies needed")
+        why["nlb_source_ip"] = (
+            "TCP front and every client keeps its own stable address: NLB source-IP "
+            "stickiness pins each client by flow hash, no cookies needed"
+        )
     elif wl.protocol == "tcp":
-        why["nlb_source_ip"] = (f"clients behind NAT ({100 * wl.clients_behind_nat:g}% share {wl.nat_addresses} "
-                                f"address(es)) or changing IPs ({100 * wl.ip_churn:g}% per turn) break source-IP "
-                                "stickiness (FM3): terminate HTTP on an ALB and pin by cookie instead")
+        why["nlb_source_ip"] = (
+            f"clients behind NAT ({100 * wl.clients_behind_nat:g}% share {wl.nat_addresses} "
+            f"address(es)) or changing IPs ({100 * wl.ip_churn:g}% per turn) break source-IP "
+            "stickiness (FM3): terminate HTTP on an ALB and pin by cookie instead"
+        )
     else:
         why["nlb_source_ip"] = "HTTP clients: an ALB cookie pins the session itself, not the client's address"
-    how = ("the application sends its own session id, so the ALB keys stickiness on the application's cookie "
-           "(StickyAlbFront app-cookie mode sets it from X-Session-Id)")
-    why["alb_app_cookie"] = how if wl.app_session_ids else \
-        "the application does not carry its own session id (app_session_ids: false)"
-    base = ("HTTP front: the ALB duration cookie (AWSALB) pins each session with no application change; new "
-            "sessions by least outstanding requests, cross-zone on")
+    how = (
+        "the application sends its own session id, so the ALB keys stickiness on the application's cookie "
+        "(StickyAlbFront app-cookie mode sets it from X-Session-Id)"
+    )
+    why["alb_app_cookie"] = (
+        how if wl.app_session_ids else "the application does not carry its own session id (app_session_ids: false)"
+    )
+    base = (
+        "HTTP front: the ALB duration cookie (AWSALB) pins each session with no application change; new "
+        "sessions by least outstanding requests, cross-zone on"
+    )
     if wl.protocol == "tcp":
         base = why["nlb_source_ip"] + "; " + base
     why["alb_lb_cookie"] = base
@@ -160,8 +208,9 @@ def decide(wl: Workload) -> tuple[str, str, list[dict[str, str]]]:
     else:
         choice = "alb_lb_cookie"
     if wl.hot_share > 0 and choice in ("alb_lb_cookie", "alb_app_cookie", "nlb_source_ip"):
-        why[choice] += (f"; {100 * wl.hot_share:g}% hot sessions: alarm on imbalance (FLEET005) and compare "
-                        "sticky_load_aware below")
+        why[choice] += (
+            f"; {100 * wl.hot_share:g}% hot sessions: alarm on imbalance (FLEET005) and compare sticky_load_aware below"
+        )
     alternatives = [{"row": row, "reason": why[row]} for row in ROWS if row not in (choice, TOOL_ROW)]
     return choice, why[choice], alternatives
 
@@ -176,54 +225,73 @@ def construct(row: str, wl: Workload, tool: str | None) -> str:
     ttl = min(max(int(round(wl.cookie_duration_s)), 1), 604800)
     head = "from aws_cdk import Duration\nfrom llm_affinity.constructs import "
     if row == "alb_lb_cookie":
-        text = (head + "AlbStickiness, StickyAlbFront, VllmFleet\n\n" + _FLEET.format(n=n) +
-                "StickyAlbFront(self, \"Front\", fleet=fleet,\n"
-                f"               stickiness=AlbStickiness.duration(Duration.seconds({ttl})))\n")
+        text = (
+            head
+            + "AlbStickiness, StickyAlbFront, VllmFleet\n\n"
+            + _FLEET.format(n=n)
+            + 'StickyAlbFront(self, "Front", fleet=fleet,\n'
+            f"               stickiness=AlbStickiness.duration(Duration.seconds({ttl})))\n"
+        )
     elif row == "alb_app_cookie":
-        text = (head + "AlbStickiness, StickyAlbFront, VllmFleet\n\n" + _FLEET.format(n=n) +
-                "StickyAlbFront(self, \"Front\", fleet=fleet,\n"
-                f"               stickiness=AlbStickiness.app_cookie(\"llm_session\", ttl=Duration.seconds({ttl}),\n"
-                "                                                 session_header=\"X-Session-Id\"))\n")
+        text = (
+            head
+            + "AlbStickiness, StickyAlbFront, VllmFleet\n\n"
+            + _FLEET.format(n=n)
+            + 'StickyAlbFront(self, "Front", fleet=fleet,\n'
+            f'               stickiness=AlbStickiness.app_cookie("llm_session", ttl=Duration.seconds({ttl}),\n'
+            '                                                 session_header="X-Session-Id"))\n'
+        )
     elif row == "nlb_source_ip":
-        text = ("from llm_affinity.constructs import StickyNlbFront, VllmFleet\n\n" + _FLEET.format(n=n) +
-                "StickyNlbFront(self, \"Front\", fleet=fleet)  # TCP, source_ip stickiness, cross-zone on\n")
+        text = (
+            "from llm_affinity.constructs import StickyNlbFront, VllmFleet\n\n"
+            + _FLEET.format(n=n)
+            + 'StickyNlbFront(self, "Front", fleet=fleet)  # TCP, source_ip stickiness, cross-zone on\n'
+        )
     elif row == "ray_prefix_aware":
-        text = ("# External project: Ray Serve LLM (ray.serve.llm.request_router.PrefixCacheAffinityRouter, alpha)\n"
-                "from ray.serve.config import RequestRouterConfig\n"
-                "from ray.serve.llm import LLMConfig\n\n"
-                "llm_config = LLMConfig(\n"
-                "    model_loading_config={\"model_id\": \"Qwen/Qwen2.5-7B-Instruct\"},\n"
-                "    engine_kwargs={\"enable_prefix_caching\": True},\n"
-                f"    deployment_config={{\"num_replicas\": {n}, \"request_router_config\": RequestRouterConfig(\n"
-                "        request_router_class=\"ray.serve.llm.request_router.PrefixCacheAffinityRouter\",\n"
-                "        request_router_kwargs={\"imbalanced_threshold\": 10, \"match_rate_threshold\": 0.1})},\n"
-                ")\n"
-                "# Prefix-level, not a session guarantee (FM4): tag the target group llm-affinity:router=prefix-aware\n"
-                "# and measure with `llm-affinity probe`, or keep a sticky front (StickyAlbFront) before Ray.\n")
+        text = (
+            "# External project: Ray Serve LLM (ray.serve.llm.request_router.PrefixCacheAffinityRouter, alpha)\n"
+            "from ray.serve.config import RequestRouterConfig\n"
+            "from ray.serve.llm import LLMConfig\n\n"
+            "llm_config = LLMConfig(\n"
+            '    model_loading_config={"model_id": "Qwen/Qwen2.5-7B-Instruct"},\n'
+            '    engine_kwargs={"enable_prefix_caching": True},\n'
+            f'    deployment_config={{"num_replicas": {n}, "request_router_config": RequestRouterConfig(\n'
+            '        request_router_class="ray.serve.llm.request_router.PrefixCacheAffinityRouter",\n'
+            '        request_router_kwargs={"imbalanced_threshold": 10, "match_rate_threshold": 0.1})},\n'
+            ")\n"
+            "# Prefix-level, not a session guarantee (FM4): tag the target group llm-affinity:router=prefix-aware\n"
+            "# and measure with `llm-affinity probe`, or keep a sticky front (StickyAlbFront) before Ray.\n"
+        )
     elif row == "sglang_cache_aware":
         urls = " ".join(f"http://worker{i + 1}:30000" for i in range(min(n, 3))) + (" ..." if n > 3 else "")
-        text = ("# External project: SGLang Model Gateway (pip install sglang-router), cache-aware policy\n"
-                f"python -m sglang_router.launch_router --worker-urls {urls} \\\n"
-                "    --policy cache_aware --cache-threshold 0.3 \\\n"
-                "    --balance-abs-threshold 64 --balance-rel-threshold 1.5\n"
-                "# Below 64 requests of imbalance, sessions sharing a system prompt follow it to one worker:\n"
-                "# check the simulated imbalance and watch queue depth per worker (FLEET005).\n")
+        text = (
+            "# External project: SGLang Model Gateway (pip install sglang-router), cache-aware policy\n"
+            f"python -m sglang_router.launch_router --worker-urls {urls} \\\n"
+            "    --policy cache_aware --cache-threshold 0.3 \\\n"
+            "    --balance-abs-threshold 64 --balance-rel-threshold 1.5\n"
+            "# Below 64 requests of imbalance, sessions sharing a system prompt follow it to one worker:\n"
+            "# check the simulated imbalance and watch queue depth per worker (FLEET005).\n"
+        )
     elif row == "lmcache_shared_kv":
-        text = (head + "AlbStickiness, StickyAlbFront, VllmFleet\n\n"
-                "# External project: LMCache as vLLM's KV connector (a KV store shared by all instances)\n"
-                "fleet = VllmFleet(self, \"Fleet\", vpc=vpc, instance_type=\"g5.xlarge\",\n"
-                f"                  min_capacity={n}, max_capacity={n},\n"
-                "                  vllm_args=[\"--kv-transfer-config\",\n"
-                "                             '{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}'])\n"
-                "# Keep sessions sticky so most turns still hit the local GPU cache:\n"
-                "StickyAlbFront(self, \"Front\", fleet=fleet,\n"
-                f"               stickiness=AlbStickiness.duration(Duration.seconds({ttl})))\n")
+        text = (
+            head + "AlbStickiness, StickyAlbFront, VllmFleet\n\n"
+            "# External project: LMCache as vLLM's KV connector (a KV store shared by all instances)\n"
+            'fleet = VllmFleet(self, "Fleet", vpc=vpc, instance_type="g5.xlarge",\n'
+            f"                  min_capacity={n}, max_capacity={n},\n"
+            '                  vllm_args=["--kv-transfer-config",\n'
+            '                             \'{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}\'])\n'
+            "# Keep sessions sticky so most turns still hit the local GPU cache:\n"
+            'StickyAlbFront(self, "Front", fleet=fleet,\n'
+            f"               stickiness=AlbStickiness.duration(Duration.seconds({ttl})))\n"
+        )
     else:  # pragma: no cover - decide() returns only rows above
         raise ValueError(row)
     if tool:
-        text += ("\n# Tool-session layer (separate from inference affinity): AgentCore Gateway MCP sessions\n"
-                 "from llm_affinity.constructs import McpGatewayLayer\n"
-                 "McpGatewayLayer(self, \"Tools\", session_timeout=Duration.seconds(3600))\n")
+        text += (
+            "\n# Tool-session layer (separate from inference affinity): AgentCore Gateway MCP sessions\n"
+            "from llm_affinity.constructs import McpGatewayLayer\n"
+            'McpGatewayLayer(self, "Tools", session_timeout=Duration.seconds(3600))\n'
+        )
     return text
 
 
@@ -248,8 +316,10 @@ def recommend(wl: Workload) -> dict[str, Any]:
     own = simulation["policies"][SIMULATED[choice][0]]
     worst = max((t["ttft_p95_ms"] for t in own["per_turn"] if t["ttft_p95_ms"] is not None), default=None)
     if worst is not None and worst > SATURATED_MS:
-        reason += (f"; note: the simulated TTFT p95 reaches {worst / 1000:,.1f} s with {wl.instances} instance(s) — "
-                   "the fleet is undersized for this load whatever the front (simulate with more --instances)")
+        reason += (
+            f"; note: the simulated TTFT p95 reaches {worst / 1000:,.1f} s with {wl.instances} instance(s) — "
+            "the fleet is undersized for this load whatever the front (simulate with more --instances)"
+        )
     return {
         "choice": choice,
         "reason": reason,
@@ -261,9 +331,11 @@ def recommend(wl: Workload) -> dict[str, Any]:
     }
 
 
-TOOL_REASON = ("MCP tools: AgentCore Gateway MCP sessions (sessionConfiguration) reuse the gateway's sessions "
-               "with MCP targets; they do not pin inference to an instance (FM5), so they sit beside the "
-               "inference front above, not instead of it")
+TOOL_REASON = (
+    "MCP tools: AgentCore Gateway MCP sessions (sessionConfiguration) reuse the gateway's sessions "
+    "with MCP targets; they do not pin inference to an instance (FM5), so they sit beside the "
+    "inference front above, not instead of it"
+)
 
 
 def render_text(doc: dict[str, Any]) -> str:
@@ -278,6 +350,9 @@ def render_text(doc: dict[str, Any]) -> str:
     lines += [f"  {alt['row']}: {alt['reason']}" for alt in doc["alternatives"]]
     lines += ["", "simulated:"] + ["  " + line if line else "" for line in table(doc["simulation"]).splitlines()]
     lines += ["", "construct:"] + ["  " + line if line else "" for line in doc["construct"].splitlines()]
-    lines += ["", "rules its templates must pass (llm-affinity lint / audit / cdk synth):",
-              "  " + " ".join(doc["rules"])]
+    lines += [
+        "",
+        "rules its templates must pass (llm-affinity lint / audit / cdk synth):",
+        "  " + " ".join(doc["rules"]),
+    ]
     return "\n".join(lines) + "\n"

@@ -30,8 +30,20 @@ from .. import __version__
 TOOL = "llm-affinity"
 
 #: Keys of the report, in order (the JSON contract of probe and sli).
-REPORT_KEYS = ("tool", "version", "source", "sessions", "requests", "errors", "stability",
-               "moves_per_session", "instances", "imbalance", "per_turn", "expiries")
+REPORT_KEYS = (
+    "tool",
+    "version",
+    "source",
+    "sessions",
+    "requests",
+    "errors",
+    "stability",
+    "moves_per_session",
+    "instances",
+    "imbalance",
+    "per_turn",
+    "expiries",
+)
 #: Keys of one ``per_turn`` entry.
 TURN_KEYS = ("turn", "requests", "prompt_tokens", "cached_tokens", "hit_rate", "ttft_p50_ms", "ttft_p95_ms")
 #: Keys of one telemetry record (client helper, ``probe --raw``): never prompt text.
@@ -134,15 +146,17 @@ class SliAccumulator:
         for n in sorted(self.turns):
             t = self.turns[n]
             known = t.token_requests > 0
-            out.append({
-                "turn": n,
-                "requests": t.requests,
-                "prompt_tokens": t.prompt if known else None,
-                "cached_tokens": t.cached if known else None,
-                "hit_rate": (t.cached / t.prompt) if known and t.prompt > 0 else None,
-                "ttft_p50_ms": percentile(t.ttft, 50),
-                "ttft_p95_ms": percentile(t.ttft, 95),
-            })
+            out.append(
+                {
+                    "turn": n,
+                    "requests": t.requests,
+                    "prompt_tokens": t.prompt if known else None,
+                    "cached_tokens": t.cached if known else None,
+                    "hit_rate": (t.cached / t.prompt) if known and t.prompt > 0 else None,
+                    "ttft_p50_ms": percentile(t.ttft, 50),
+                    "ttft_p95_ms": percentile(t.ttft, 95),
+                }
+            )
         return out
 
     def report(self, source: str, errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
@@ -184,8 +198,13 @@ def affinity_state(report: dict[str, Any]) -> str:
     return "mostly sticky" if stability >= MOSTLY_STICKY else "not sticky"
 
 
-def build_report(records: Iterable[Record], source: str, *, errors: list[dict[str, str]] | None = None,
-                 stickiness_duration_s: float | None = None) -> dict[str, Any]:
+def build_report(
+    records: Iterable[Record],
+    source: str,
+    *,
+    errors: list[dict[str, str]] | None = None,
+    stickiness_duration_s: float | None = None,
+) -> dict[str, Any]:
     """The report of a set of records (sorted here by request time, then turn)."""
     acc = SliAccumulator(stickiness_duration_s)
     acc.extend(sorted(records, key=order_key))

@@ -41,10 +41,20 @@ SESSION_KEY_RE = re.compile(r"^[A-Za-z0-9_.~-]{1,128}$")
 
 #: Columns of the report rows, in order, with their types (Athena returns strings; we parse them).
 REPORT_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("kind", "str"), ("name", "str"), ("turn", "int"), ("requests", "int"), ("sessions", "int"),
-    ("prompt_tokens", "int"), ("cached_tokens", "int"), ("stability", "float"),
-    ("moves_per_session", "float"), ("imbalance", "float"), ("hit_rate", "float"),
-    ("ttft_p50_ms", "float"), ("ttft_p95_ms", "float"), ("expiries", "int"),
+    ("kind", "str"),
+    ("name", "str"),
+    ("turn", "int"),
+    ("requests", "int"),
+    ("sessions", "int"),
+    ("prompt_tokens", "int"),
+    ("cached_tokens", "int"),
+    ("stability", "float"),
+    ("moves_per_session", "float"),
+    ("imbalance", "float"),
+    ("hit_rate", "float"),
+    ("ttft_p50_ms", "float"),
+    ("ttft_p95_ms", "float"),
+    ("expiries", "int"),
 )
 
 # request_creation_time sits after the 10th double quote: matched_rule_priority, then the time.
@@ -93,11 +103,13 @@ def duckdb_fields_sql(listing: str) -> str:
     a DuckDB list literal of paths. Fields after request_creation_time are ignored; short lines are padded with NULL (then fail the checks of
     :func:`alb_parse_sql`); undecodable lines are rejected into ``alb_rejects`` and counted."""
     columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(1, CSV_FIELDS + 1))
-    return (f"(SELECT filename AS file, c1 AS kind, c5 AS target, c9 AS status, c13 AS request, c22 AS created "
-            f"FROM read_csv({listing}, columns = {{{columns}}}, delim = ' ', quote = '\"', escape = '\\', "
-            f"header = false, auto_detect = false, filename = true, null_padding = true, strict_mode = false, "
-            f"ignore_errors = true, store_rejects = true, rejects_table = 'alb_rejects', "
-            f"rejects_scan = 'alb_reject_scans', max_line_size = 1048576)) AS fields")
+    return (
+        f"(SELECT filename AS file, c1 AS kind, c5 AS target, c9 AS status, c13 AS request, c22 AS created "
+        f"FROM read_csv({listing}, columns = {{{columns}}}, delim = ' ', quote = '\"', escape = '\\', "
+        f"header = false, auto_detect = false, filename = true, null_padding = true, strict_mode = false, "
+        f"ignore_errors = true, store_rejects = true, rejects_table = 'alb_rejects', "
+        f"rejects_scan = 'alb_reject_scans', max_line_size = 1048576)) AS fields"
+    )
 
 
 def fields_from_lines_sql(lines: str, dialect: str) -> str:
@@ -144,7 +156,7 @@ FROM (
          (COALESCE(kind IN ({types}), false) AND ts IS NOT NULL) AS ok
   FROM (
     SELECT file, kind,
-           {_d(dialect, 'epoch', 'created')} AS ts,
+           {_d(dialect, "epoch", "created")} AS ts,
            {raw} AS raw,
            NULLIF(target, '-') AS instance,
            TRY_CAST(status AS BIGINT) AS status
@@ -166,9 +178,11 @@ def _percentile(q: int) -> tuple[str, str]:
     """(per-row position, aggregate) for the linear-interpolated q-th percentile, computed with
     the same float operations as :func:`report.percentile`."""
     pos = f"CAST((n - 1) * {q} AS DOUBLE) / 100"
-    agg = (f"max(CASE WHEN i = floor(p{q}) THEN v END) "
-           f"+ (max(CASE WHEN i = least(floor(p{q}) + 1, n - 1) THEN v END) "
-           f"- max(CASE WHEN i = floor(p{q}) THEN v END)) * max(p{q} - floor(p{q}))")
+    agg = (
+        f"max(CASE WHEN i = floor(p{q}) THEN v END) "
+        f"+ (max(CASE WHEN i = least(floor(p{q}) + 1, n - 1) THEN v END) "
+        f"- max(CASE WHEN i = floor(p{q}) THEN v END)) * max(p{q} - floor(p{q}))"
+    )
     return pos, agg
 
 
@@ -191,7 +205,10 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
         columns = "file, ok, ts, session, instance"
         derived = ", CASE WHEN session IS NOT NULL THEN nth END AS turn, CASE WHEN ok THEN 1 ELSE 0 END AS request"
         tokens = "CAST(NULL AS BIGINT) AS prompt_tokens, CAST(NULL AS BIGINT) AS cached_tokens"
-        sets, skipped_kind = "(), (instance), (turn), (file)", "WHEN GROUPING(file) = 0 AND file IS NOT NULL THEN 'skipped'"
+        sets, skipped_kind = (
+            "(), (instance), (turn), (file)",
+            "WHEN GROUPING(file) = 0 AND file IS NOT NULL THEN 'skipped'",
+        )
         file_col, bad = "file", "sum(1 - request) AS bad"
     else:
         order = "ts, turn NULLS LAST, seq"
@@ -207,11 +224,13 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
         expired = "0"
         expiries = "CAST(NULL AS BIGINT)"
     else:
-        expired = (f"CASE WHEN {judged} AND instance <> prev_instance "
-                   f"AND ts - prev_ts >= {_double(stickiness_duration_s)} THEN 1 ELSE 0 END")
+        expired = (
+            f"CASE WHEN {judged} AND instance <> prev_instance "
+            f"AND ts - prev_ts >= {_double(stickiness_duration_s)} THEN 1 ELSE 0 END"
+        )
         expiries = "COALESCE(expiries, 0)"
     both = "prompt_tokens IS NOT NULL AND cached_tokens IS NOT NULL"
-    null_i, null_f, null_s = "CAST(NULL AS BIGINT)", "CAST(NULL AS DOUBLE)", "CAST(NULL AS VARCHAR)"
+    null_f, null_s = "CAST(NULL AS DOUBLE)", "CAST(NULL AS VARCHAR)"
     if alb:
         ttft_cte, ttft_join, p50, p95 = "", "", null_f, null_f
     else:
@@ -241,7 +260,7 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
          CASE WHEN {judged} THEN 1 ELSE 0 END AS pair,
          CASE WHEN {judged} AND instance <> prev_instance THEN 1 ELSE 0 END AS moved,
          {expired} AS expired
-  FROM (SELECT {columns}, nth, prev_instance{', prev_ts' if prev_ts else ''}{derived} FROM paired) AS p
+  FROM (SELECT {columns}, nth, prev_instance{", prev_ts" if prev_ts else ""}{derived} FROM paired) AS p
 ), grouped AS (
   SELECT CASE WHEN GROUPING(instance) = 1 AND GROUPING(turn) = 1{" AND GROUPING(file) = 1" if alb else ""} THEN 'summary'
               WHEN GROUPING(instance) = 0 AND instance IS NOT NULL THEN 'instance'
@@ -279,16 +298,18 @@ SELECT rows_.kind,
 FROM rows_{ttft_join}"""
 
 
-def alb_report_sql(lines: str, session_key: str | None, dialect: str, *,
-                   stickiness_duration_s: float | None = None) -> str:
+def alb_report_sql(
+    lines: str, session_key: str | None, dialect: str, *, stickiness_duration_s: float | None = None
+) -> str:
     """The whole ALB pipeline as one statement: lines -> fields -> parsed -> report rows."""
     parse = alb_parse_sql(fields_from_lines_sql(lines, dialect), session_key, dialect)
     body = report_sql("parsed", stickiness_duration_s=stickiness_duration_s, alb=True)
     return f"WITH parsed AS (\n{parse}\n), {body.removeprefix('WITH ')}"
 
 
-def rows_to_report(rows: list[Mapping[str, Any]], source: str, *, errors: list[dict[str, str]],
-                   stickiness_duration_s: float | None) -> tuple[dict[str, Any], dict[str, int]]:
+def rows_to_report(
+    rows: list[Mapping[str, Any]], source: str, *, errors: list[dict[str, str]], stickiness_duration_s: float | None
+) -> tuple[dict[str, Any], dict[str, int]]:
     """The report dict (keys :data:`report.REPORT_KEYS`) from the report rows, and the skipped
     line counts per file (``skipped`` rows)."""
     from .. import __version__
@@ -305,15 +326,17 @@ def rows_to_report(rows: list[Mapping[str, Any]], source: str, *, errors: list[d
         elif kind == "instance":
             instances[row["name"]] = int(row["requests"])
         elif kind == "turn":
-            turns.append({
-                "turn": int(row["turn"]),
-                "requests": int(row["requests"]),
-                "prompt_tokens": _int(row["prompt_tokens"]),
-                "cached_tokens": _int(row["cached_tokens"]),
-                "hit_rate": row["hit_rate"],
-                "ttft_p50_ms": row["ttft_p50_ms"],
-                "ttft_p95_ms": row["ttft_p95_ms"],
-            })
+            turns.append(
+                {
+                    "turn": int(row["turn"]),
+                    "requests": int(row["requests"]),
+                    "prompt_tokens": _int(row["prompt_tokens"]),
+                    "cached_tokens": _int(row["cached_tokens"]),
+                    "hit_rate": row["hit_rate"],
+                    "ttft_p50_ms": row["ttft_p50_ms"],
+                    "ttft_p95_ms": row["ttft_p95_ms"],
+                }
+            )
         elif kind == "skipped":
             skipped[row["name"]] = int(row["requests"])
     turns.sort(key=lambda t: t["turn"])

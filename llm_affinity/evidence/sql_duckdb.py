@@ -18,10 +18,14 @@ from ..common.files import regular_file_problem
 from . import sql
 from .alb_logs import InputError, LogFile, salvage_gzip
 
-_TABLE_COLUMNS = ("ts DOUBLE, session VARCHAR, turn BIGINT, instance VARCHAR, prompt_tokens BIGINT, "
-                  "cached_tokens BIGINT, ttft_ms DOUBLE, status BIGINT, seq BIGINT")
-_JSON_COLUMNS = ("{'ts': 'DOUBLE', 'session': 'VARCHAR', 'turn': 'BIGINT', 'instance': 'VARCHAR', "
-                 "'prompt_tokens': 'BIGINT', 'cached_tokens': 'BIGINT', 'ttft_ms': 'DOUBLE', 'status': 'BIGINT'}")
+_TABLE_COLUMNS = (
+    "ts DOUBLE, session VARCHAR, turn BIGINT, instance VARCHAR, prompt_tokens BIGINT, "
+    "cached_tokens BIGINT, ttft_ms DOUBLE, status BIGINT, seq BIGINT"
+)
+_JSON_COLUMNS = (
+    "{'ts': 'DOUBLE', 'session': 'VARCHAR', 'turn': 'BIGINT', 'instance': 'VARCHAR', "
+    "'prompt_tokens': 'BIGINT', 'cached_tokens': 'BIGINT', 'ttft_ms': 'DOUBLE', 'status': 'BIGINT'}"
+)
 
 
 class LogDatabase:
@@ -60,7 +64,9 @@ class LogDatabase:
             offset = self.con.execute("SELECT count(*) FROM records").fetchone()[0]
             try:
                 self._insert_json(path, offset)
-                bad = self.con.execute(f"SELECT count(*) FROM records WHERE seq >= {offset} AND ts IS NULL").fetchone()[0]
+                bad = self.con.execute(f"SELECT count(*) FROM records WHERE seq >= {offset} AND ts IS NULL").fetchone()[
+                    0
+                ]
                 if bad:
                     raise ValueError("records without ts")
             except (self.duckdb.Error, ValueError):
@@ -77,7 +83,8 @@ class LogDatabase:
         self.con.execute(
             f"INSERT INTO records SELECT ts, session, turn, instance, prompt_tokens, cached_tokens, ttft_ms, "
             f"status, {offset} + ROW_NUMBER() OVER () - 1 "
-            f"FROM read_json({sql._literal(path)}, format = 'newline_delimited', columns = {_JSON_COLUMNS})")
+            f"FROM read_json({sql._literal(path)}, format = 'newline_delimited', columns = {_JSON_COLUMNS})"
+        )
 
     def _salvage_telemetry(self, path: str, offset: int) -> InputError | None:
         from .telemetry import parse_record
@@ -128,8 +135,11 @@ class LogDatabase:
                 self._names[salvaged.path] = log.name
                 try:
                     self._insert_alb([salvaged.path])
-                    return [InputError(log.name, f"damaged gzip (truncated?): read the {count} complete lines "
-                                                 f"before the damage")]
+                    return [
+                        InputError(
+                            log.name, f"damaged gzip (truncated?): read the {count} complete lines before the damage"
+                        )
+                    ]
                 except self.duckdb.Error as exc:
                     reason = str(exc).splitlines()[0]
             else:
@@ -145,8 +155,10 @@ class LogDatabase:
 
     def _rejected(self) -> dict[str, int]:
         try:
-            rows = self.con.execute("SELECT s.file_path, count(*) FROM alb_rejects e JOIN alb_reject_scans s "
-                                    "USING (scan_id, file_id) GROUP BY 1").fetchall()
+            rows = self.con.execute(
+                "SELECT s.file_path, count(*) FROM alb_rejects e JOIN alb_reject_scans s "
+                "USING (scan_id, file_id) GROUP BY 1"
+            ).fetchall()
         except self.duckdb.Error:
             return {}
         return {path: n for path, n in rows}
@@ -163,13 +175,16 @@ class LogDatabase:
         self._load_errors = []
         if paths:
             try:
-                return self._fetch(sql.report_sql(f"({self._parse_sql(paths)})", alb=True,
-                                                  stickiness_duration_s=stickiness_duration_s))
+                return self._fetch(
+                    sql.report_sql(f"({self._parse_sql(paths)})", alb=True, stickiness_duration_s=stickiness_duration_s)
+                )
             except self.duckdb.Error:
                 pass  # a damaged file: read them one by one below, to say which and keep the rest
         # one by one into a table: each file's failure is one error, damaged gzip is salvaged
-        self.con.execute("CREATE OR REPLACE TEMP TABLE parsed (file VARCHAR, ok BOOLEAN, ts DOUBLE, "
-                         "session VARCHAR, instance VARCHAR, status BIGINT)")
+        self.con.execute(
+            "CREATE OR REPLACE TEMP TABLE parsed (file VARCHAR, ok BOOLEAN, ts DOUBLE, "
+            "session VARCHAR, instance VARCHAR, status BIGINT)"
+        )
         self._forget_rejects()  # counted again, file by file
         for log in self._alb_files:
             self._load_errors += self._load_one(log)
@@ -183,17 +198,21 @@ class LogDatabase:
     def _fetch(self, query: str) -> list[dict[str, Any]]:
         cursor = self.con.execute(query)
         names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
-    def report(self, source: str, *, errors: list[InputError],
-               stickiness_duration_s: float | None = None) -> dict[str, Any]:
+    def report(
+        self, source: str, *, errors: list[InputError], stickiness_duration_s: float | None = None
+    ) -> dict[str, Any]:
         """The report, with one error per file holding lines that are not ALB access lines."""
-        report, skipped = sql.rows_to_report(self.rows(stickiness_duration_s), source, errors=[],
-                                             stickiness_duration_s=stickiness_duration_s)
+        report, skipped = sql.rows_to_report(
+            self.rows(stickiness_duration_s), source, errors=[], stickiness_duration_s=stickiness_duration_s
+        )
         for path, n in self._rejected().items():
             skipped[path] = skipped.get(path, 0) + n
-        per_file = [InputError(self._names.get(path, path), f"{n} lines skipped: not ALB access log lines")
-                    for path, n in sorted(skipped.items(), key=lambda kv: self._names.get(kv[0], kv[0]))]
+        per_file = [
+            InputError(self._names.get(path, path), f"{n} lines skipped: not ALB access log lines")
+            for path, n in sorted(skipped.items(), key=lambda kv: self._names.get(kv[0], kv[0]))
+        ]
         report["errors"] = [e.as_dict() for e in [*errors, *self._load_errors, *per_file]]
         return report
 

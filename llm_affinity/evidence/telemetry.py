@@ -81,9 +81,16 @@ def parse_record(data: Any) -> Record:
     for key, value in (("session", session), ("instance", instance)):
         if value is not None and not isinstance(value, str):
             raise ValueError(f"'{key}' is not a string")
-    return Record(ts=ts, session=session, turn=_int(data.get("turn")), instance=instance,
-                  prompt_tokens=_int(data.get("prompt_tokens")), cached_tokens=_int(data.get("cached_tokens")),
-                  ttft_ms=_num(data.get("ttft_ms")), status=_int(data.get("status")))
+    return Record(
+        ts=ts,
+        session=session,
+        turn=_int(data.get("turn")),
+        instance=instance,
+        prompt_tokens=_int(data.get("prompt_tokens")),
+        cached_tokens=_int(data.get("cached_tokens")),
+        ttft_ms=_num(data.get("ttft_ms")),
+        status=_int(data.get("status")),
+    )
 
 
 def read_records(fh: IO[str], name: str) -> Iterator[Record]:

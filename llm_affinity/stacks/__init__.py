@@ -1,8 +1,21 @@
 """Reference stacks composed from `llm_affinity.constructs` (one per decision-table row)."""
 
-from .reference import (REFERENCE_STACKS, AlbAppCookieStack, AlbDurationStack, McpGatewayStack,
-                        NlbSourceIpStack, build_reference_app)
+from .reference import (
+    REFERENCE_STACKS,
+    AlbAppCookieStack,
+    AlbDurationStack,
+    McpGatewayStack,
+    NlbSourceIpStack,
+    build_reference_app,
+)
 from .settings import Settings
 
-__all__ = ["REFERENCE_STACKS", "AlbAppCookieStack", "AlbDurationStack", "McpGatewayStack",
-           "NlbSourceIpStack", "Settings", "build_reference_app"]
+__all__ = [
+    "REFERENCE_STACKS",
+    "AlbAppCookieStack",
+    "AlbDurationStack",
+    "McpGatewayStack",
+    "NlbSourceIpStack",
+    "Settings",
+    "build_reference_app",
+]

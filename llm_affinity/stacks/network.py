@@ -12,7 +12,8 @@ from constructs import Construct
 
 def inference_vpc(scope: Construct, id: str = "Vpc", *, max_azs: int = 2, nat_gateways: int = 1) -> ec2.Vpc:
     vpc = ec2.Vpc(
-        scope, id,
+        scope,
+        id,
         max_azs=max_azs,
         nat_gateways=nat_gateways,
         subnet_configuration=[
@@ -20,7 +21,8 @@ def inference_vpc(scope: Construct, id: str = "Vpc", *, max_azs: int = 2, nat_ga
             ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
         ],
     )
-    flow_logs = logs.LogGroup(scope, f"{id}FlowLogs", retention=logs.RetentionDays.ONE_MONTH,
-                              removal_policy=RemovalPolicy.DESTROY)
+    flow_logs = logs.LogGroup(
+        scope, f"{id}FlowLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
+    )
     vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs))
     return vpc

@@ -17,8 +17,16 @@ from aws_cdk import Annotations, Duration, Environment, Stack
 from aws_cdk import aws_certificatemanager as acm
 from constructs import Construct
 
-from ..constructs import (AffinityDashboard, AffinityPropError, AlbStickiness, GatewayAuthorizer,
-                          McpGatewayLayer, StickyAlbFront, StickyNlbFront, VllmFleet)
+from ..constructs import (
+    AffinityDashboard,
+    AffinityPropError,
+    AlbStickiness,
+    GatewayAuthorizer,
+    McpGatewayLayer,
+    StickyAlbFront,
+    StickyNlbFront,
+    VllmFleet,
+)
 from .network import inference_vpc
 from .settings import Settings
 
@@ -29,9 +37,16 @@ def _env(settings: Settings) -> Environment:
 
 def _fleet(stack: Stack, settings: Settings) -> VllmFleet:
     vpc = inference_vpc(stack)
-    return VllmFleet(stack, "Fleet", vpc=vpc, model_id=settings.model_id,
-                     instance_type=settings.instance_type, vllm_image=settings.vllm_image,
-                     min_capacity=settings.min_capacity, max_capacity=settings.max_capacity)
+    return VllmFleet(
+        stack,
+        "Fleet",
+        vpc=vpc,
+        model_id=settings.model_id,
+        instance_type=settings.instance_type,
+        vllm_image=settings.vllm_image,
+        min_capacity=settings.min_capacity,
+        max_capacity=settings.max_capacity,
+    )
 
 
 _ACM_ARN = re.compile(r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[A-Za-z0-9-]{1,64}$")
@@ -45,7 +60,8 @@ def _certificate(stack: Stack, settings: Settings) -> acm.ICertificate | None:
     if not _ACM_ARN.fullmatch(settings.certificate_arn):
         raise AffinityPropError(
             f"{stack.node.id}: context llm-affinity:certificate-arn={settings.certificate_arn!r} is not allowed; "
-            "allowed: an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>) or empty")
+            "allowed: an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>) or empty"
+        )
     return acm.Certificate.from_certificate_arn(stack, "Certificate", settings.certificate_arn)
 
 
@@ -56,12 +72,14 @@ def _alb_front(stack: Stack, settings: Settings, fleet: VllmFleet, stickiness: A
     front = StickyAlbFront(stack, "Front", fleet=fleet, stickiness=stickiness, certificate=certificate)
     if certificate is None:
         Annotations.of(front).acknowledge_warning(
-            "llm-affinity:PlainHttpListener", "reported once, with the fix, by the reference stack")
+            "llm-affinity:PlainHttpListener", "reported once, with the fix, by the reference stack"
+        )
         Annotations.of(stack).add_warning_v2(
             HTTP_FALLBACK_WARNING,
             f"{stack.node.id}: NO CERTIFICATE, plain HTTP on port 80 (internal ALB): fine for synth and lint, not "
             "for traffic; deploy with -c llm-affinity:certificate-arn=arn:aws:acm:<region>:<account>:certificate/<id> "
-            "to serve HTTPS on 443")
+            "to serve HTTPS on 443",
+        )
     return front
 
 
@@ -69,8 +87,12 @@ class AlbDurationStack(Stack):
     """vLLM fleet behind an ALB with duration-based (AWSALB) stickiness."""
 
     def __init__(self, scope: Construct, id: str, *, settings: Settings) -> None:
-        super().__init__(scope, id, env=_env(settings),
-                         description="llm-affinity reference: vLLM fleet behind an ALB with lb_cookie stickiness")
+        super().__init__(
+            scope,
+            id,
+            env=_env(settings),
+            description="llm-affinity reference: vLLM fleet behind an ALB with lb_cookie stickiness",
+        )
         self.fleet = _fleet(self, settings)
         self.front = _alb_front(self, settings, self.fleet, AlbStickiness.duration(Duration.hours(8)))
         self.dashboard = AffinityDashboard(self, "Affinity", fleet=self.fleet, front=self.front)
@@ -80,11 +102,14 @@ class AlbAppCookieStack(Stack):
     """vLLM fleet behind an ALB with application-cookie stickiness set by nginx from X-Session-Id."""
 
     def __init__(self, scope: Construct, id: str, *, settings: Settings) -> None:
-        super().__init__(scope, id, env=_env(settings),
-                         description="llm-affinity reference: vLLM fleet behind an ALB with app_cookie stickiness")
+        super().__init__(
+            scope,
+            id,
+            env=_env(settings),
+            description="llm-affinity reference: vLLM fleet behind an ALB with app_cookie stickiness",
+        )
         self.fleet = _fleet(self, settings)
-        self.front = _alb_front(self, settings, self.fleet,
-                                AlbStickiness.app_cookie("llm_session", Duration.hours(8)))
+        self.front = _alb_front(self, settings, self.fleet, AlbStickiness.app_cookie("llm_session", Duration.hours(8)))
         self.dashboard = AffinityDashboard(self, "Affinity", fleet=self.fleet, front=self.front)
 
 
@@ -92,8 +117,12 @@ class NlbSourceIpStack(Stack):
     """vLLM fleet behind an internal NLB with source_ip stickiness."""
 
     def __init__(self, scope: Construct, id: str, *, settings: Settings) -> None:
-        super().__init__(scope, id, env=_env(settings),
-                         description="llm-affinity reference: vLLM fleet behind an internal NLB with source_ip stickiness")
+        super().__init__(
+            scope,
+            id,
+            env=_env(settings),
+            description="llm-affinity reference: vLLM fleet behind an internal NLB with source_ip stickiness",
+        )
         self.fleet = _fleet(self, settings)
         self.front = StickyNlbFront(self, "Front", fleet=self.fleet)
         self.dashboard = AffinityDashboard(self, "Affinity", fleet=self.fleet, front=self.front)
@@ -103,11 +132,16 @@ class McpGatewayStack(Stack):
     """AgentCore Gateway with MCP sessions; no load balancer, no fleet (a different layer)."""
 
     def __init__(self, scope: Construct, id: str, *, settings: Settings) -> None:
-        super().__init__(scope, id, env=_env(settings),
-                         description="llm-affinity reference: AgentCore Gateway (MCP) with MCP sessions")
+        super().__init__(
+            scope,
+            id,
+            env=_env(settings),
+            description="llm-affinity reference: AgentCore Gateway (MCP) with MCP sessions",
+        )
         if settings.gateway_authorizer == "CUSTOM_JWT":
-            auth = GatewayAuthorizer.custom_jwt(settings.gateway_discovery_url,
-                                                allowed_audience=[a for a in settings.gateway_audience.split(",") if a])
+            auth = GatewayAuthorizer.custom_jwt(
+                settings.gateway_discovery_url, allowed_audience=[a for a in settings.gateway_audience.split(",") if a]
+            )
         else:
             auth = GatewayAuthorizer.aws_iam()
         self.gateway = McpGatewayLayer(self, "Gateway", authorizer=auth, session_timeout=Duration.hours(1))
@@ -128,5 +162,4 @@ def build_reference_app(app: Construct, only: list[str] | None = None) -> dict[s
     unknown = [s for s in (only or []) if s not in REFERENCE_STACKS]
     if unknown:
         raise ValueError(f"unknown reference stack(s) {unknown}; allowed: {sorted(REFERENCE_STACKS)}")
-    return {sid: cls(app, sid, settings=settings) for sid, cls in REFERENCE_STACKS.items()
-            if not only or sid in only}
+    return {sid: cls(app, sid, settings=settings) for sid, cls in REFERENCE_STACKS.items() if not only or sid in only}

@@ -45,9 +45,13 @@ class Settings:
             return DEFAULTS[key] if value is None else value
 
         return Settings(
-            account=str(get("account")), region=str(get("region")), model_id=str(get("model-id")),
-            instance_type=str(get("instance-type")), vllm_image=str(get("vllm-image")),
-            min_capacity=int(get("min-capacity")), max_capacity=int(get("max-capacity")),
+            account=str(get("account")),
+            region=str(get("region")),
+            model_id=str(get("model-id")),
+            instance_type=str(get("instance-type")),
+            vllm_image=str(get("vllm-image")),
+            min_capacity=int(get("min-capacity")),
+            max_capacity=int(get("max-capacity")),
             certificate_arn=str(get("certificate-arn")),
             gateway_authorizer=str(get("gateway-authorizer")),
             gateway_discovery_url=str(get("gateway-discovery-url")),

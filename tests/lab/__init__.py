@@ -29,9 +29,18 @@ def instance_id(n: int) -> str:
 
 
 class Lab:
-    def __init__(self, workdir: str | Path, *, instances: int = 3, stickiness: str | None = "lb_cookie",
-                 nginx: bool = False, duration_s: float = 86400.0, session_query: str | None = None,
-                 extra_fields: bool = False, **engine_kwargs: Any) -> None:
+    def __init__(
+        self,
+        workdir: str | Path,
+        *,
+        instances: int = 3,
+        stickiness: str | None = "lb_cookie",
+        nginx: bool = False,
+        duration_s: float = 86400.0,
+        session_query: str | None = None,
+        extra_fields: bool = False,
+        **engine_kwargs: Any,
+    ) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.engines: list[StubEngine] = []
@@ -52,8 +61,14 @@ class Lab:
                     self.proxies.append(proxy)
                     port = proxy.port
                 targets.append(Target(iid, "127.0.0.1", port))
-            self.front = AlbFront(targets, self.workdir / "alb-access.log", stickiness=stickiness,
-                                  duration_s=duration_s, session_query=session_query, extra_fields=extra_fields)
+            self.front = AlbFront(
+                targets,
+                self.workdir / "alb-access.log",
+                stickiness=stickiness,
+                duration_s=duration_s,
+                session_query=session_query,
+                extra_fields=extra_fields,
+            )
         except BaseException:
             self.close()
             raise
@@ -78,9 +93,20 @@ class Lab:
     def truth_records(self) -> list[Record]:
         """Every chat request as the engines served it (engine arrival time, session from the
         session header or query key, turn = number of user messages)."""
-        return [Record(ts=s.ts, session=s.session, turn=s.turn, instance=s.instance, prompt_tokens=s.prompt_tokens,
-                       cached_tokens=s.cached_tokens, ttft_ms=None, status=200)
-                for e in self.engines for s in list(e.served)]
+        return [
+            Record(
+                ts=s.ts,
+                session=s.session,
+                turn=s.turn,
+                instance=s.instance,
+                prompt_tokens=s.prompt_tokens,
+                cached_tokens=s.cached_tokens,
+                ttft_ms=None,
+                status=200,
+            )
+            for e in self.engines
+            for s in list(e.served)
+        ]
 
     def truth_report(self, **kwargs: Any) -> dict[str, Any]:
         return build_report(self.truth_records(), source="lab ground truth", **kwargs)
@@ -96,8 +122,11 @@ class Lab:
             turn = None
             if r.session is not None:
                 turn = seen[r.session] = seen.get(r.session, 0) + 1
-            out.append(Record(ts=r.request_creation_time, session=r.session, turn=turn, instance=r.instance,
-                              status=r.elb_status))
+            out.append(
+                Record(
+                    ts=r.request_creation_time, session=r.session, turn=turn, instance=r.instance, status=r.elb_status
+                )
+            )
         return out
 
     def stop_instance(self, iid: str) -> None:
@@ -120,5 +149,18 @@ class Lab:
         self.close()
 
 
-__all__ = ["Lab", "StubEngine", "PrefixCache", "AlbFront", "Target", "NginxProxy", "lab_nginx_config",
-           "chat_tokens", "instance_id", "MODEL", "FIELD_NAMES", "parse_log_line", "parse_time"]
+__all__ = [
+    "Lab",
+    "StubEngine",
+    "PrefixCache",
+    "AlbFront",
+    "Target",
+    "NginxProxy",
+    "lab_nginx_config",
+    "chat_tokens",
+    "instance_id",
+    "MODEL",
+    "FIELD_NAMES",
+    "parse_log_line",
+    "parse_time",
+]

@@ -63,7 +63,7 @@ class PrefixCache:
     def _hashes(self, tokens: list[str]) -> list[int]:
         out, parent = [], 0
         for start in range(0, len(tokens) - self.block_size + 1, self.block_size):
-            parent = hash((parent, tuple(tokens[start:start + self.block_size])))
+            parent = hash((parent, tuple(tokens[start : start + self.block_size])))
             out.append(parent)
         return out
 
@@ -142,8 +142,10 @@ class _Handler(BaseHTTPRequestHandler):
         if path.startswith("/v1/") and not self._authorized():
             return
         if path == "/v1/models":
-            self._send_json(200, {"object": "list", "data": [
-                {"id": engine.model, "object": "model", "created": 0, "owned_by": "lab"}]})
+            self._send_json(
+                200,
+                {"object": "list", "data": [{"id": engine.model, "object": "model", "created": 0, "owned_by": "lab"}]},
+            )
         elif path == "/metrics":
             data = engine.metrics_text().encode()
             self.send_response(200)
@@ -186,18 +188,34 @@ class _Handler(BaseHTTPRequestHandler):
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         rng = random.Random(zlib.crc32(" ".join(tokens[-64:]).encode()))
         words = [f"w{rng.randrange(10000)}" for _ in range(max_tokens)]
-        usage: dict[str, Any] = {"prompt_tokens": len(tokens), "completion_tokens": max_tokens,
-                                 "total_tokens": len(tokens) + max_tokens}
+        usage: dict[str, Any] = {
+            "prompt_tokens": len(tokens),
+            "completion_tokens": max_tokens,
+            "total_tokens": len(tokens) + max_tokens,
+        }
         if engine.usage_details:
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
         time.sleep(engine.ttft_base_s + (len(tokens) - cached) * engine.ttft_per_token_s)
         created = int(arrived)
         rid = f"chatcmpl-{engine.instance_id}-{engine.next_id()}"
         if not body.get("stream"):
-            self._send_json(200, {"id": rid, "object": "chat.completion", "created": created, "model": engine.model,
-                                  "choices": [{"index": 0, "finish_reason": "length",
-                                               "message": {"role": "assistant", "content": " ".join(words)}}],
-                                  "usage": usage})
+            self._send_json(
+                200,
+                {
+                    "id": rid,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": engine.model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "length",
+                            "message": {"role": "assistant", "content": " ".join(words)},
+                        }
+                    ],
+                    "usage": usage,
+                },
+            )
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -218,8 +236,12 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(engine.inter_token_s)
             text = word if i == 0 else " " + word
             last = i == len(words) - 1
-            event({**base, "choices": [{"index": 0, "delta": {"content": text},
-                                        "finish_reason": "length" if last else None}]})
+            event(
+                {
+                    **base,
+                    "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "length" if last else None}],
+                }
+            )
         if include_usage and engine.stream_usage:
             event({**base, "choices": [], "usage": usage})
         event(b"[DONE]")
@@ -254,11 +276,23 @@ class StubEngine:
     ``ttft_base_s + uncached_tokens * ttft_per_token_s`` is slept before the first token.
     ``served`` holds the ground truth of every chat request (thread-safe append)."""
 
-    def __init__(self, instance_id: str, *, block_size: int = 16, capacity_blocks: int = 4096,
-                 ttft_base_s: float = 0.001, ttft_per_token_s: float = 0.00002, inter_token_s: float = 0.0,
-                 served_by: bool = True, usage_details: bool = True, stream_usage: bool = True,
-                 session_header: str = "X-Session-Id",
-                 session_query: str | None = None, model: str = MODEL, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        instance_id: str,
+        *,
+        block_size: int = 16,
+        capacity_blocks: int = 4096,
+        ttft_base_s: float = 0.001,
+        ttft_per_token_s: float = 0.00002,
+        inter_token_s: float = 0.0,
+        served_by: bool = True,
+        usage_details: bool = True,
+        stream_usage: bool = True,
+        session_header: str = "X-Session-Id",
+        session_query: str | None = None,
+        model: str = MODEL,
+        api_key: str | None = None,
+    ) -> None:
         self.instance_id = instance_id
         self.cache = PrefixCache(block_size, capacity_blocks)
         self.ttft_base_s = ttft_base_s
@@ -295,13 +329,16 @@ class StubEngine:
     def metrics_text(self) -> str:
         """The vLLM V1 metric names the project scrapes (counters since start)."""
         labels = f'{{model_name="{self.model}"}}'
-        return "".join(f"{name}{labels} {value}\n" for name, value in (
-            ("vllm:prefix_cache_queries_total", float(self.cache.queries)),
-            ("vllm:prefix_cache_hits_total", float(self.cache.hits)),
-            ("vllm:num_requests_running", 0.0),
-            ("vllm:num_requests_waiting", 0.0),
-            ("vllm:kv_cache_usage_perc", self.cache.usage()),
-        ))
+        return "".join(
+            f"{name}{labels} {value}\n"
+            for name, value in (
+                ("vllm:prefix_cache_queries_total", float(self.cache.queries)),
+                ("vllm:prefix_cache_hits_total", float(self.cache.hits)),
+                ("vllm:num_requests_running", 0.0),
+                ("vllm:num_requests_waiting", 0.0),
+                ("vllm:kv_cache_usage_perc", self.cache.usage()),
+            )
+        )
 
     def close(self) -> None:
         self._server.shutdown()

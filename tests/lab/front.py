@@ -48,8 +48,16 @@ from .engine import LabServer
 ELB = "app/lab-alb/50dc6c495c0c9188"
 TARGET_GROUP_ARN = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/lab-tg/73e2d6bc24d8a067"
 COOKIE_EXPIRY_S = 7 * 24 * 3600
-_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer", "upgrade",
-        "proxy-connection"}
+_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "content-length",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-connection",
+}
 _KEY = secrets.token_bytes(16)
 #: The documented access-log fields, in order (AWS may append more: readers must ignore extras).
 FIELD_NAMES = tuple(
@@ -57,7 +65,8 @@ FIELD_NAMES = tuple(
     "response_processing_time elb_status_code target_status_code received_bytes sent_bytes request "
     "user_agent ssl_cipher ssl_protocol target_group_arn trace_id domain_name chosen_cert_arn "
     "matched_rule_priority request_creation_time actions_executed redirect_url error_reason "
-    "target:port_list target_status_code_list classification classification_reason conn_trace_id".split())
+    "target:port_list target_status_code_list classification classification_reason conn_trace_id".split()
+)
 _FIELD = re.compile(r'"[^"]*"|\S+')
 
 
@@ -67,7 +76,7 @@ def parse_log_line(line: str) -> dict[str, str]:
     values = [v[1:-1] if v.startswith('"') else v for v in _FIELD.findall(line)]
     if len(values) < len(FIELD_NAMES):
         raise ValueError(f"{len(values)} fields, expected at least {len(FIELD_NAMES)}")
-    return dict(zip(FIELD_NAMES, values))
+    return dict(zip(FIELD_NAMES, values, strict=True))
 
 
 def parse_time(text: str) -> float:
@@ -202,9 +211,21 @@ class _Handler(BaseHTTPRequestHandler):
                 status = target_status = resp.status
                 sent_bytes = self._relay(resp, front.cookies_for(target, resp))
         done = time.time()
-        front.log(self, received, done, target, status, target_status, length, sent_bytes,
-                  t_sent - received, t_headers - t_sent if target_status is not None else -1,
-                  done - t_headers if target_status is not None else -1, session, repinned)
+        front.log(
+            self,
+            received,
+            done,
+            target,
+            status,
+            target_status,
+            length,
+            sent_bytes,
+            t_sent - received,
+            t_headers - t_sent if target_status is not None else -1,
+            done - t_headers if target_status is not None else -1,
+            session,
+            repinned,
+        )
 
     def _reply_error(self, status: int) -> None:
         data = f"<html><body><h1>{status}</h1></body></html>".encode()
@@ -241,10 +262,18 @@ class _Handler(BaseHTTPRequestHandler):
 class AlbFront:
     """The emulated ALB on 127.0.0.1 (ephemeral port); ``log_path`` is its access log file."""
 
-    def __init__(self, targets: list[Target], log_path: str | os.PathLike, *, stickiness: str | None = "lb_cookie",
-                 duration_s: float = 86400.0, app_cookie_name: str = "llm_session",
-                 session_header: str = "X-Session-Id", session_query: str | None = None,
-                 extra_fields: bool = False) -> None:
+    def __init__(
+        self,
+        targets: list[Target],
+        log_path: str | os.PathLike,
+        *,
+        stickiness: str | None = "lb_cookie",
+        duration_s: float = 86400.0,
+        app_cookie_name: str = "llm_session",
+        session_header: str = "X-Session-Id",
+        session_query: str | None = None,
+        extra_fields: bool = False,
+    ) -> None:
         if stickiness not in (None, "lb_cookie", "app_cookie"):
             raise ValueError(f"stickiness {stickiness!r}")
         self.targets = list(targets)
@@ -319,10 +348,13 @@ class AlbFront:
         expires = formatdate(time.time() + COOKIE_EXPIRY_S, usegmt=True)
         value = self._encode(target)
         if self.stickiness == "lb_cookie":
-            return [f"AWSALB={value}; Expires={expires}; Path=/",
-                    f"AWSALBCORS={value}; Expires={expires}; Path=/; SameSite=None; Secure"]
-        sets_app_cookie = any(v.split("=", 1)[0].strip() == self.app_cookie_name
-                              for v in resp.headers.get_all("Set-Cookie") or [])
+            return [
+                f"AWSALB={value}; Expires={expires}; Path=/",
+                f"AWSALBCORS={value}; Expires={expires}; Path=/; SameSite=None; Secure",
+            ]
+        sets_app_cookie = any(
+            v.split("=", 1)[0].strip() == self.app_cookie_name for v in resp.headers.get_all("Set-Cookie") or []
+        )
         return [f"AWSALBAPP-0={value}; Expires={expires}; Path=/"] if sets_app_cookie else []
 
     def session_of(self, path: str, headers: Any) -> str | None:
@@ -339,20 +371,56 @@ class AlbFront:
                 t.registered = False
 
     # -- access log ------------------------------------------------------------------------
-    def log(self, handler: _Handler, received: float, done: float, target: Target | None, status: int,
-            target_status: int | None, received_bytes: int, sent_bytes: int, req_s: float, target_s: float,
-            resp_s: float, session: str | None, repinned: bool) -> None:
+    def log(
+        self,
+        handler: _Handler,
+        received: float,
+        done: float,
+        target: Target | None,
+        status: int,
+        target_status: int | None,
+        received_bytes: int,
+        sent_bytes: int,
+        req_s: float,
+        target_s: float,
+        resp_s: float,
+        session: str | None,
+        repinned: bool,
+    ) -> None:
         host = (handler.headers.get("Host") or "127.0.0.1").rsplit(":", 1)[0]
         request = f"{handler.command} http://{host}:{self.port}{handler.path} {handler.request_version}"
         tkey = target.key if target is not None and target_status is not None else None
         fields = [
-            "http", _iso(done), ELB, f"{handler.client_address[0]}:{handler.client_address[1]}",
-            tkey or "-", f"{req_s:.3f}", f"{target_s:.3f}" if target_s >= 0 else "-1",
-            f"{resp_s:.3f}" if resp_s >= 0 else "-1", str(status), str(target_status) if target_status else "-",
-            str(received_bytes), str(sent_bytes), _q(request), _q(handler.headers.get("User-Agent")), "-", "-",
-            TARGET_GROUP_ARN, _q(handler._trace), _q(None), _q(None), "0", _iso(received, 3), _q("forward"),
-            _q(None), _q(None if target_status else "TargetConnectionErrorCode"), _q(tkey),
-            _q(str(target_status) if target_status else None), _q(None), _q(None), handler._tid,
+            "http",
+            _iso(done),
+            ELB,
+            f"{handler.client_address[0]}:{handler.client_address[1]}",
+            tkey or "-",
+            f"{req_s:.3f}",
+            f"{target_s:.3f}" if target_s >= 0 else "-1",
+            f"{resp_s:.3f}" if resp_s >= 0 else "-1",
+            str(status),
+            str(target_status) if target_status else "-",
+            str(received_bytes),
+            str(sent_bytes),
+            _q(request),
+            _q(handler.headers.get("User-Agent")),
+            "-",
+            "-",
+            TARGET_GROUP_ARN,
+            _q(handler._trace),
+            _q(None),
+            _q(None),
+            "0",
+            _iso(received, 3),
+            _q("forward"),
+            _q(None),
+            _q(None if target_status else "TargetConnectionErrorCode"),
+            _q(tkey),
+            _q(str(target_status) if target_status else None),
+            _q(None),
+            _q(None),
+            handler._tid,
         ]
         if self.extra_fields:
             fields += [_q(host), _q(handler.path), _q("OriginalRetrieved"), "10.0.0.1"]
@@ -381,8 +449,10 @@ class AlbFront:
         now = datetime.now(timezone.utc)
         folder = Path(root) / "AWSLogs" / account / "elasticloadbalancing" / region / now.strftime("%Y/%m/%d")
         folder.mkdir(parents=True, exist_ok=True)
-        name = (f"{account}_elasticloadbalancing_{region}_{ELB.replace('/', '.')}_{now.strftime('%Y%m%dT%H%MZ')}"
-                f"_127.0.0.1_{secrets.token_hex(4)}.log.gz")
+        name = (
+            f"{account}_elasticloadbalancing_{region}_{ELB.replace('/', '.')}_{now.strftime('%Y%m%dT%H%MZ')}"
+            f"_127.0.0.1_{secrets.token_hex(4)}.log.gz"
+        )
         out = folder / name
         with open(self.log_path, "rb") as src, gzip.open(out, "wb") as dst:
             shutil.copyfileobj(src, dst)

@@ -32,18 +32,30 @@ def _userdata():
     return module
 
 
-def lab_nginx_config(instance_id: str, listen_port: int, upstream_port: int, workdir: Path, *,
-                     session_header: str = "X-Session-Id", cookie_name: str = "llm_session") -> str:
+def lab_nginx_config(
+    instance_id: str,
+    listen_port: int,
+    upstream_port: int,
+    workdir: Path,
+    *,
+    session_header: str = "X-Session-Id",
+    cookie_name: str = "llm_session",
+) -> str:
     """The construct's nginx.conf for one lab instance (see the module docstring)."""
     userdata = _userdata()
     spec = userdata.CookieProxySpec(cookie_name=cookie_name, session_header=session_header, listen_port=listen_port)
     conf = userdata.nginx_config(spec, upstream_port)
     conf = conf.replace("__INSTANCE_ID__", instance_id)
     conf = re.sub(r"access_log\s+/[^\s;]+", f"access_log {workdir}/access.log", conf)
-    conf = re.sub(r"worker_processes\s+\w+;", (
-        f"worker_processes 1;\npid {workdir}/nginx.pid;\nerror_log {workdir}/error.log warn;"), conf, count=1)
-    temp = "".join(f"  {kind}_temp_path {workdir}/{kind};\n"
-                   for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    conf = re.sub(
+        r"worker_processes\s+\w+;",
+        (f"worker_processes 1;\npid {workdir}/nginx.pid;\nerror_log {workdir}/error.log warn;"),
+        conf,
+        count=1,
+    )
+    temp = "".join(
+        f"  {kind}_temp_path {workdir}/{kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
     return re.sub(r"http\s*\{\n", lambda m: m.group(0) + temp, conf, count=1)
 
 
@@ -63,9 +75,21 @@ class NginxProxy:
         self.config = lab_nginx_config(instance_id, self.port, upstream_port, self.workdir, **config_kwargs)
         conf = self.workdir / "nginx.conf"
         conf.write_text(self.config)
-        self._proc = subprocess.Popen([NGINX, "-e", str(self.workdir / "error.log"), "-p", str(self.workdir),
-                                       "-c", str(conf), "-g", "daemon off;"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._proc = subprocess.Popen(
+            [
+                NGINX,
+                "-e",
+                str(self.workdir / "error.log"),
+                "-p",
+                str(self.workdir),
+                "-c",
+                str(conf),
+                "-g",
+                "daemon off;",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from . import alb, fleet, gateway, nlb, suppression  # noqa: F401  (registration side effect)
 from .base import (  # noqa: F401
-    DEFAULT_MIN_COOKIE_DURATION, REGISTRY, SEVERITIES, SEVERITY_RANK, Hit, Rule, Settings, Unknown, rule,
+    DEFAULT_MIN_COOKIE_DURATION,
+    REGISTRY,
+    SEVERITIES,
+    SEVERITY_RANK,
+    Hit,
+    Rule,
+    Settings,
+    Unknown,
+    rule,
 )
-from . import alb, nlb, fleet, gateway, suppression  # noqa: F401  (registration side effect)
-
 
 _GROUP_ORDER = ("ALB", "NLB", "FLEET", "GW", "SUP")  # the order of docs/rules.md
 

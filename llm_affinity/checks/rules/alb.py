@@ -7,8 +7,17 @@ from typing import Iterator
 from ..model import Forward, Listener, Model, TargetGroup
 from .base import Hit, Result, Unknown, rule, settings_of
 from .common import (
-    DOCS_ALB_CROSS_ZONE, DOCS_ALB_LISTENERS, DOCS_ALB_STICKY, DOCS_ALB_TG, MAX_STICKY_SECONDS, inference_albs,
-    inference_target_groups, invalid, rejected, unresolved, when,
+    DOCS_ALB_CROSS_ZONE,
+    DOCS_ALB_LISTENERS,
+    DOCS_ALB_STICKY,
+    DOCS_ALB_TG,
+    MAX_STICKY_SECONDS,
+    inference_albs,
+    inference_target_groups,
+    invalid,
+    rejected,
+    unresolved,
+    when,
 )
 
 ALB_DOCS_ATTRS = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/application-load-balancers.html#load-balancer-attributes"
@@ -16,11 +25,14 @@ ALB_DOCS_LOGS = "https://docs.aws.amazon.com/elasticloadbalancing/latest/applica
 
 
 @rule(
-    id="ALB001", title="Stickiness enabled with cross-zone load balancing off", severity="error",
-    layer="routing", failure_mode="FM2: ALB stickiness on but not applied (cross-zone off)",
+    id="ALB001",
+    title="Stickiness enabled with cross-zone load balancing off",
+    severity="error",
+    layer="routing",
+    failure_mode="FM2: ALB stickiness on but not applied (cross-zone off)",
     rationale="AWS: 'Target stickiness is not supported when cross-zone load balancing is off.' The "
-              "session is not pinned and every turn may recompute the prefix on another instance. "
-              "A load_balancing.cross_zone.enabled value the API rejects is reported here too.",
+    "session is not pinned and every turn may recompute the prefix on another instance. "
+    "A load_balancing.cross_zone.enabled value the API rejects is reported here too.",
     remediation="Set load_balancing.cross_zone.enabled to true (or use_load_balancer_configuration) on the target group.",
     docs=DOCS_ALB_CROSS_ZONE,
 )
@@ -40,23 +52,31 @@ def alb001(model: Model) -> Iterator[Result]:
         if unresolved(s.cross_zone):
             yield Unknown(tg, "load_balancing.cross_zone.enabled")
         elif s.cross_zone == "false":
-            yield Hit(tg, f"target group {tg.id} has stickiness enabled but load_balancing.cross_zone.enabled=false; "
-                          "stickiness is not applied with cross-zone off")
+            yield Hit(
+                tg,
+                f"target group {tg.id} has stickiness enabled but load_balancing.cross_zone.enabled=false; "
+                "stickiness is not applied with cross-zone off",
+            )
 
 
 @rule(
-    id="ALB002", title="Stickiness cookie duration outside 1–604800 s", severity="error", layer="routing",
+    id="ALB002",
+    title="Stickiness cookie duration outside 1–604800 s",
+    severity="error",
+    layer="routing",
     failure_mode="API: the API rejects the configuration",
     rationale="stickiness.lb_cookie.duration_seconds and stickiness.app_cookie.duration_seconds must be "
-              "integers from 1 second to 7 days; the deployment fails otherwise.",
+    "integers from 1 second to 7 days; the deployment fails otherwise.",
     remediation="Use an integer number of seconds between 1 and 604800 (for agent sessions e.g. 3600–86400).",
     docs=DOCS_ALB_STICKY,
 )
 def alb002(model: Model) -> Iterator[Result]:
     for tg in model.target_groups:
         s = tg.settings
-        for key, value in (("stickiness.lb_cookie.duration_seconds", s.lb_cookie_duration),
-                           ("stickiness.app_cookie.duration_seconds", s.app_cookie_duration)):
+        for key, value in (
+            ("stickiness.lb_cookie.duration_seconds", s.lb_cookie_duration),
+            ("stickiness.app_cookie.duration_seconds", s.app_cookie_duration),
+        ):
             if unresolved(value):
                 yield Unknown(tg, key)
             elif invalid(value):
@@ -66,10 +86,13 @@ def alb002(model: Model) -> Iterator[Result]:
 
 
 @rule(
-    id="ALB003", title="Application cookie name missing or reserved", severity="error", layer="routing",
+    id="ALB003",
+    title="Application cookie name missing or reserved",
+    severity="error",
+    layer="routing",
     failure_mode="API: the API rejects the configuration",
     rationale="app_cookie stickiness needs the name of the cookie the target sets; names starting with "
-              "AWSALB (AWSALB, AWSALBAPP, AWSALBTG, ...) are reserved for the load balancer.",
+    "AWSALB (AWSALB, AWSALBAPP, AWSALBTG, ...) are reserved for the load balancer.",
     remediation="Set stickiness.app_cookie.cookie_name to the cookie your proxy or application sets, e.g. LLMSESSION.",
     docs=DOCS_ALB_STICKY,
 )
@@ -91,11 +114,14 @@ def alb003(model: Model) -> Iterator[Result]:
 
 
 @rule(
-    id="ALB004", title="Stickiness or anomaly mitigation with an incompatible algorithm", severity="error",
-    layer="routing", failure_mode="API: the API rejects the configuration",
+    id="ALB004",
+    title="Stickiness or anomaly mitigation with an incompatible algorithm",
+    severity="error",
+    layer="routing",
+    failure_mode="API: the API rejects the configuration",
     rationale="The API refuses stickiness together with the weighted_random algorithm, and anomaly "
-              "mitigation is only available with weighted_random. Algorithm and anomaly-mitigation "
-              "values the API rejects are reported here too.",
+    "mitigation is only available with weighted_random. Algorithm and anomaly-mitigation "
+    "values the API rejects are reported here too.",
     remediation="Use load_balancing.algorithm.type=least_outstanding_requests with stickiness; turn anomaly_mitigation off.",
     docs=DOCS_ALB_TG,
 )
@@ -115,7 +141,9 @@ def alb004(model: Model) -> Iterator[Result]:
             if unresolved(s.algorithm):
                 yield Unknown(tg, "load_balancing.algorithm.type")
             elif isinstance(s.algorithm, str) and s.algorithm != "weighted_random":
-                yield Hit(tg, f"load_balancing.algorithm.anomaly_mitigation=on requires weighted_random, not {s.algorithm}")
+                yield Hit(
+                    tg, f"load_balancing.algorithm.anomaly_mitigation=on requires weighted_random, not {s.algorithm}"
+                )
 
 
 def _groups_of(model: Model, listener: Listener, forward: Forward) -> list[list[TargetGroup] | None]:
@@ -128,10 +156,13 @@ def _groups_of(model: Model, listener: Listener, forward: Forward) -> list[list[
 
 
 @rule(
-    id="ALB005", title="Weighted forward to a sticky target group without group stickiness", severity="error",
-    layer="routing", failure_mode="FM1: sessions hop between target groups",
+    id="ALB005",
+    title="Weighted forward to a sticky target group without group stickiness",
+    severity="error",
+    layer="routing",
+    failure_mode="FM1: sessions hop between target groups",
     rationale="AWS: with a forward action to several target groups of which one or more is sticky, "
-              "target group stickiness must be enabled, or a session moves between groups (and instances).",
+    "target group stickiness must be enabled, or a session moves between groups (and instances).",
     remediation="Set ForwardConfig.TargetGroupStickinessConfig {Enabled: true, DurationSeconds: ...} on the action.",
     docs=DOCS_ALB_LISTENERS,
 )
@@ -150,12 +181,18 @@ def alb005(model: Model) -> Iterator[Result]:
             if unresolved(forward.group_stickiness):
                 yield Unknown(listener, "TargetGroupStickinessConfig.Enabled")
             elif forward.group_stickiness is not True:
-                yield Hit(listener, f"{listener.kind} {listener.id} forwards to {forward.distinct_groups} target "
-                                    "groups, at least one sticky, without TargetGroupStickinessConfig enabled")
+                yield Hit(
+                    listener,
+                    f"{listener.kind} {listener.id} forwards to {forward.distinct_groups} target "
+                    "groups, at least one sticky, without TargetGroupStickinessConfig enabled",
+                )
 
 
 @rule(
-    id="ALB006", title="Application-cookie stickiness in a weighted forward", severity="error", layer="routing",
+    id="ALB006",
+    title="Application-cookie stickiness in a weighted forward",
+    severity="error",
+    layer="routing",
     failure_mode="FM1: stickiness silently not honoured",
     rationale="AWS: 'Application-based stickiness does not work with weighted target groups.'",
     remediation="Use lb_cookie (duration-based) stickiness plus TargetGroupStickinessConfig on the forward action.",
@@ -173,15 +210,21 @@ def alb006(model: Model) -> Iterator[Result]:
             yield Unknown(tg, "stickiness.type")
         elif s.sticky is True and s.sticky_type == "app_cookie":
             listener = weighted[0][0]
-            yield Hit(tg, f"target group {tg.id} uses app_cookie stickiness but {listener.kind} {listener.id} "
-                          "forwards to it as one of several weighted target groups")
+            yield Hit(
+                tg,
+                f"target group {tg.id} uses app_cookie stickiness but {listener.kind} {listener.id} "
+                "forwards to it as one of several weighted target groups",
+            )
 
 
 @rule(
-    id="ALB007", title="Target group stickiness without a valid duration", severity="error", layer="routing",
+    id="ALB007",
+    title="Target group stickiness without a valid duration",
+    severity="error",
+    layer="routing",
     failure_mode="API: the API rejects the configuration",
     rationale="TargetGroupStickinessConfig.DurationSeconds is required when group stickiness is enabled "
-              "and must be 1–604800 seconds; Enabled must be true or false.",
+    "and must be 1–604800 seconds; Enabled must be true or false.",
     remediation="Set DurationSeconds to an integer between 1 and 604800 (at least the agent session length).",
     docs=DOCS_ALB_LISTENERS,
 )
@@ -199,13 +242,18 @@ def alb007(model: Model) -> Iterator[Result]:
                 continue
             duration = forward.group_stickiness_duration
             if duration is None:
-                yield Hit(listener, f"{listener.kind} {listener.id} enables target group stickiness without DurationSeconds")
+                yield Hit(
+                    listener, f"{listener.kind} {listener.id} enables target group stickiness without DurationSeconds"
+                )
             elif unresolved(duration):
                 yield Unknown(listener, "TargetGroupStickinessConfig.DurationSeconds")
             elif invalid(duration):
                 yield Hit(listener, f"TargetGroupStickinessConfig.DurationSeconds={duration.raw!r} is not an integer")
             elif not 1 <= duration <= MAX_STICKY_SECONDS:
-                yield Hit(listener, f"TargetGroupStickinessConfig.DurationSeconds={duration} is outside 1–{MAX_STICKY_SECONDS} seconds")
+                yield Hit(
+                    listener,
+                    f"TargetGroupStickinessConfig.DurationSeconds={duration} is outside 1–{MAX_STICKY_SECONDS} seconds",
+                )
 
 
 _TYPES_BY_FAMILY = {
@@ -216,11 +264,14 @@ _TYPES_BY_FAMILY = {
 
 
 @rule(
-    id="ALB008", title="Stickiness type does not fit the target group protocol", severity="error", layer="routing",
+    id="ALB008",
+    title="Stickiness type does not fit the target group protocol",
+    severity="error",
+    layer="routing",
     failure_mode="API: the API rejects the configuration",
     rationale="lb_cookie/app_cookie exist only for HTTP/HTTPS (ALB) target groups, source_ip only for "
-              "TCP/UDP/TLS (NLB) ones, source_ip_dest_ip(_proto) only for Gateway Load Balancers. A "
-              "stickiness.enabled or stickiness.type value the API rejects is reported here too.",
+    "TCP/UDP/TLS (NLB) ones, source_ip_dest_ip(_proto) only for Gateway Load Balancers. A "
+    "stickiness.enabled or stickiness.type value the API rejects is reported here too.",
     remediation="Use lb_cookie or app_cookie on HTTP/HTTPS target groups and source_ip on TCP/UDP/TLS ones.",
     docs=DOCS_ALB_STICKY,
 )
@@ -231,7 +282,9 @@ def alb008(model: Model) -> Iterator[Result]:
             yield Hit(tg, rejected("stickiness.enabled", s.sticky))
         kind = s.sticky_type
         if invalid(kind):
-            yield Hit(tg, f"stickiness.type={kind.raw!r} is not a stickiness type (lb_cookie, app_cookie, source_ip, ...)")
+            yield Hit(
+                tg, f"stickiness.type={kind.raw!r} is not a stickiness type (lb_cookie, app_cookie, source_ip, ...)"
+            )
             continue
         if unresolved(kind):
             if s.sticky is not False and not invalid(s.sticky):
@@ -246,10 +299,14 @@ def alb008(model: Model) -> Iterator[Result]:
 
 
 @rule(
-    id="ALB009", title="ALB idle timeout too short for LLM generations", severity="warning", layer="routing",
-    failure_mode="OPS: long generations cut with 504", inference_only=True,
+    id="ALB009",
+    title="ALB idle timeout too short for LLM generations",
+    severity="warning",
+    layer="routing",
+    failure_mode="OPS: long generations cut with 504",
+    inference_only=True,
     rationale="A non-streaming generation that takes longer than the idle timeout (default 60 s) is cut "
-              "by the load balancer and the client sees a 504.",
+    "by the load balancer and the client sees a 504.",
     remediation="Set idle_timeout.timeout_seconds to at least 120 (600 is a common choice for LLM serving).",
     docs=ALB_DOCS_ATTRS,
 )
@@ -261,14 +318,20 @@ def alb009(model: Model) -> Iterator[Result]:
         elif invalid(value):
             yield Hit(lb, rejected("idle_timeout.timeout_seconds", value), branch)
         elif isinstance(value, int) and value < 120:
-            yield Hit(lb, f"load balancer {lb.id} fronts inference with idle_timeout.timeout_seconds={value} (< 120)", branch)
+            yield Hit(
+                lb, f"load balancer {lb.id} fronts inference with idle_timeout.timeout_seconds={value} (< 120)", branch
+            )
 
 
 @rule(
-    id="ALB010", title="No access logs on an ALB in front of inference", severity="info", layer="routing",
-    failure_mode="SLI: session-to-instance stability cannot be measured", inference_only=True,
+    id="ALB010",
+    title="No access logs on an ALB in front of inference",
+    severity="info",
+    layer="routing",
+    failure_mode="SLI: session-to-instance stability cannot be measured",
+    inference_only=True,
     rationale="Access logs record which target served each request; without them the share of a "
-              "session's turns that stayed on one instance cannot be measured.",
+    "session's turns that stayed on one instance cannot be measured.",
     remediation="Enable access_logs.s3.enabled with an S3 bucket the load balancer may write to.",
     docs=ALB_DOCS_LOGS,
 )
@@ -284,18 +347,22 @@ def alb010(model: Model) -> Iterator[Result]:
 
 
 @rule(
-    id="ALB011", title="Stickiness cookie shorter than a pause between turns", severity="warning",
-    layer="routing", failure_mode="FM1: affinity expires between an agent's turns", inference_only=True,
+    id="ALB011",
+    title="Stickiness cookie shorter than a pause between turns",
+    severity="warning",
+    layer="routing",
+    failure_mode="FM1: affinity expires between an agent's turns",
+    inference_only=True,
     rationale="AWS documents that the Application Load Balancer resets the expiry of the cookies it "
-              "generates after every request, so the stickiness duration (stickiness.lb_cookie."
-              "duration_seconds or stickiness.app_cookie.duration_seconds) runs from a session's last "
-              "request: it is the longest pause between two turns that keeps the session on its "
-              "instance. Agent turns wait for tool calls and for people; a pause longer than the "
-              "duration routes the next turn anew and its prefix is recomputed. The threshold defaults "
-              "to 900 s, the shortest AgentCore session timeout (lint/audit --min-cookie-duration, the "
-              "synth plugin's min_cookie_duration).",
+    "generates after every request, so the stickiness duration (stickiness.lb_cookie."
+    "duration_seconds or stickiness.app_cookie.duration_seconds) runs from a session's last "
+    "request: it is the longest pause between two turns that keeps the session on its "
+    "instance. Agent turns wait for tool calls and for people; a pause longer than the "
+    "duration routes the next turn anew and its prefix is recomputed. The threshold defaults "
+    "to 900 s, the shortest AgentCore session timeout (lint/audit --min-cookie-duration, the "
+    "synth plugin's min_cookie_duration).",
     remediation="Set the cookie duration to at least the longest pause you expect between turns "
-                "(3600–86400 s are common for agent sessions).",
+    "(3600–86400 s are common for agent sessions).",
     docs=DOCS_ALB_STICKY,
 )
 def alb011(model: Model) -> Iterator[Result]:
@@ -317,6 +384,10 @@ def alb011(model: Model) -> Iterator[Result]:
         if unresolved(duration):
             yield Unknown(tg, key)
         elif isinstance(duration, int) and 1 <= duration < threshold:
-            yield Hit(tg, f"sticky inference target group {tg.id} has {key}={duration}: a turn that comes more "
-                          f"than {duration} s after the session's last request is routed anew (threshold "
-                          f"{threshold} s)", when(tg))
+            yield Hit(
+                tg,
+                f"sticky inference target group {tg.id} has {key}={duration}: a turn that comes more "
+                f"than {duration} s after the session's last request is routed anew (threshold "
+                f"{threshold} s)",
+                when(tg),
+            )

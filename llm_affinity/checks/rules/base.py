@@ -141,8 +141,7 @@ def rule(
     def register(fn: CheckFn) -> CheckFn:
         if id in REGISTRY:
             raise ValueError(f"rule {id} registered twice")
-        REGISTRY[id] = Rule(id, title, severity, layer, failure_mode, rationale, remediation,
-                            docs, inference_only, fn)
+        REGISTRY[id] = Rule(id, title, severity, layer, failure_mode, rationale, remediation, docs, inference_only, fn)
         return fn
 
     return register

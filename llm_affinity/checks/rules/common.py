@@ -14,7 +14,9 @@ DOCS_ALB_STICKY = "https://docs.aws.amazon.com/elasticloadbalancing/latest/appli
 DOCS_ALB_TG = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-target-groups.html"
 DOCS_ALB_LISTENERS = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-listeners.html"
 DOCS_ALB_CROSS_ZONE = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/disable-cross-zone.html"
-DOCS_NLB_TG = "https://docs.aws.amazon.com/elasticloadbalancing/latest/network/edit-target-group-attributes.html#sticky-sessions"
+DOCS_NLB_TG = (
+    "https://docs.aws.amazon.com/elasticloadbalancing/latest/network/edit-target-group-attributes.html#sticky-sessions"
+)
 DOCS_NLB_CROSS_ZONE = "https://docs.aws.amazon.com/elasticloadbalancing/latest/network/target-group-cross-zone.html"
 
 

@@ -24,8 +24,9 @@ _PREFIX_CACHING_OFF = re.compile(
     re.IGNORECASE,
 )
 #: What an alarm must watch to count for FLEET005: queue depth or per-target load imbalance.
-LOAD_ALARM_PATTERN = re.compile(r"num_requests_waiting|requests_waiting|queue|RequestCountPerTarget|imbalance|hot_?replica",
-                                re.IGNORECASE)
+LOAD_ALARM_PATTERN = re.compile(
+    r"num_requests_waiting|requests_waiting|queue|RequestCountPerTarget|imbalance|hot_?replica", re.IGNORECASE
+)
 
 
 def _capacity(model: Model, tg: TargetGroup) -> Any:
@@ -44,13 +45,17 @@ def _capacity(model: Model, tg: TargetGroup) -> Any:
 
 
 @rule(
-    id="FLEET001", title="Multi-instance inference target group without stickiness", severity="warning",
-    layer="routing", failure_mode="FM1: low KV hit rate after going multi-instance", inference_only=True,
+    id="FLEET001",
+    title="Multi-instance inference target group without stickiness",
+    severity="warning",
+    layer="routing",
+    failure_mode="FM1: low KV hit rate after going multi-instance",
+    inference_only=True,
     rationale="Round robin / least-outstanding-requests scatter a session's turns across instances; every "
-              "turn recomputes the accumulated prefix on an instance whose cache does not hold it. A target "
-              "group serves inference when it is tagged llm-affinity:role=inference or its targets (Auto "
-              "Scaling groups, EC2 instances, ECS services) are accelerated or start vLLM, SGLang or TGI; "
-              "compute whose instance type could not be resolved is listed as unknown here.",
+    "turn recomputes the accumulated prefix on an instance whose cache does not hold it. A target "
+    "group serves inference when it is tagged llm-affinity:role=inference or its targets (Auto "
+    "Scaling groups, EC2 instances, ECS services) are accelerated or start vLLM, SGLang or TGI; "
+    "compute whose instance type could not be resolved is listed as unknown here.",
     remediation="Enable stickiness (lb_cookie or app_cookie on an ALB, source_ip on an NLB) on the inference target group.",
     docs=DOCS_ALB_STICKY,
 )
@@ -68,15 +73,23 @@ def fleet001(model: Model) -> Iterator[Result]:
         if capacity is None:
             yield Unknown(tg, "number of instances (Auto Scaling group MaxSize, ECS DesiredCount or targets)")
         elif capacity:
-            yield Hit(tg, f"inference target group {tg.id} can hold several instances but stickiness is off "
-                          f"({tg.serving.reason})", when(tg))
+            yield Hit(
+                tg,
+                f"inference target group {tg.id} can hold several instances but stickiness is off "
+                f"({tg.serving.reason})",
+                when(tg),
+            )
 
 
 @rule(
-    id="FLEET002", title="Prefix-aware router relied on instead of session affinity", severity="info",
-    layer="routing", failure_mode="FM4: a prefix-aware router mistaken for session affinity", inference_only=True,
+    id="FLEET002",
+    title="Prefix-aware router relied on instead of session affinity",
+    severity="info",
+    layer="routing",
+    failure_mode="FM4: a prefix-aware router mistaken for session affinity",
+    inference_only=True,
     rationale="Prefix-level routing is no session guarantee: imbalance thresholds, eviction and low match "
-              "rates move a session to another replica.",
+    "rates move a session to another replica.",
     remediation="Measure the per-session hit rate, or add stickiness in front of the router.",
     docs=DOCS_ALB_STICKY,
 )
@@ -87,12 +100,18 @@ def fleet002(model: Model) -> Iterator[Result]:
         if unresolved(tg.settings.sticky):
             yield Unknown(tg, "stickiness.enabled")
         elif tg.settings.sticky is not True:
-            yield Hit(tg, f"inference target group {tg.id} relies on a prefix-aware router with no stickiness", when(tg))
+            yield Hit(
+                tg, f"inference target group {tg.id} relies on a prefix-aware router with no stickiness", when(tg)
+            )
 
 
 @rule(
-    id="FLEET003", title="vLLM started with prefix caching off", severity="error", layer="engine",
-    failure_mode="FM1: stickiness buys nothing without prefix caching", inference_only=True,
+    id="FLEET003",
+    title="vLLM started with prefix caching off",
+    severity="error",
+    layer="engine",
+    failure_mode="FM1: stickiness buys nothing without prefix caching",
+    inference_only=True,
     rationale="Session affinity only pays off when the engine keeps and reuses the prefix's KV cache.",
     remediation="Remove --no-enable-prefix-caching (on by default in vLLM V1) or pass --enable-prefix-caching.",
     docs=DOCS_VLLM_PREFIX,
@@ -115,8 +134,12 @@ def _sticky_inference_tgs(model: Model):
 
 
 @rule(
-    id="FLEET004", title="Sticky inference target group with round robin", severity="warning", layer="routing",
-    failure_mode="FM6: hot replica (sticky without load awareness)", inference_only=True,
+    id="FLEET004",
+    title="Sticky inference target group with round robin",
+    severity="warning",
+    layer="routing",
+    failure_mode="FM6: hot replica (sticky without load awareness)",
+    inference_only=True,
     rationale="New sessions land blindly and long, hot sessions pile up on one replica.",
     remediation="Set load_balancing.algorithm.type=least_outstanding_requests and alarm on load imbalance.",
     docs=DOCS_ALB_TG,
@@ -146,10 +169,14 @@ def _inference_fleets(model: Model) -> list[Resource]:
 
 
 @rule(
-    id="FLEET005", title="No alarm on queue depth or load imbalance", severity="info", layer="engine",
-    failure_mode="FM6: hot replica goes unnoticed", inference_only=True,
+    id="FLEET005",
+    title="No alarm on queue depth or load imbalance",
+    severity="info",
+    layer="engine",
+    failure_mode="FM6: hot replica goes unnoticed",
+    inference_only=True,
     rationale="Sticky routing can concentrate sessions on one replica; without an alarm on queue depth "
-              "(vllm:num_requests_waiting) or per-target load, it shows only when GPU memory runs out.",
+    "(vllm:num_requests_waiting) or per-target load, it shows only when GPU memory runs out.",
     remediation="Add a CloudWatch alarm on vLLM's num_requests_waiting or on RequestCountPerTarget imbalance.",
     docs=DOCS_CW_ALARMS,
 )
@@ -162,15 +189,22 @@ def fleet005(model: Model) -> Iterator[Result]:
         if not model.alarms_known:
             yield Unknown(resource, "CloudWatch alarms")
         else:
-            yield Hit(resource, f"no CloudWatch alarm watches queue depth or load imbalance of {resource.id}",
-                      resource.serving.when if resource.serving else None)
+            yield Hit(
+                resource,
+                f"no CloudWatch alarm watches queue depth or load imbalance of {resource.id}",
+                resource.serving.when if resource.serving else None,
+            )
 
 
 @rule(
-    id="FLEET006", title="Deregistration delay too short for in-flight generations", severity="warning",
-    layer="routing", failure_mode="AP4: autoscaling cuts active sessions", inference_only=True,
+    id="FLEET006",
+    title="Deregistration delay too short for in-flight generations",
+    severity="warning",
+    layer="routing",
+    failure_mode="AP4: autoscaling cuts active sessions",
+    inference_only=True,
     rationale="On scale-in the target drains for deregistration_delay.timeout_seconds; generations still "
-              "running after that are cut. A value the API rejects is reported here too.",
+    "running after that are cut. A value the API rejects is reported here too.",
     remediation="Set deregistration_delay.timeout_seconds to at least 60 (longer than your longest generation).",
     docs=DOCS_ALB_TG,
 )
@@ -185,16 +219,23 @@ def fleet006(model: Model) -> Iterator[Result]:
         elif invalid(delay):
             yield Hit(tg, rejected("deregistration_delay.timeout_seconds", delay))
         elif delay < 60:
-            yield Hit(tg, f"sticky inference target group {tg.id} has deregistration_delay.timeout_seconds={delay} (< 60)",
-                      when(tg))
+            yield Hit(
+                tg,
+                f"sticky inference target group {tg.id} has deregistration_delay.timeout_seconds={delay} (< 60)",
+                when(tg),
+            )
 
 
 @rule(
-    id="FLEET007", title="No terminate lifecycle hook on the inference fleet", severity="info", layer="engine",
-    failure_mode="AP4: no chance to drain sessions", inference_only=True,
+    id="FLEET007",
+    title="No terminate lifecycle hook on the inference fleet",
+    severity="info",
+    layer="engine",
+    failure_mode="AP4: no chance to drain sessions",
+    inference_only=True,
     rationale="Without an autoscaling:EC2_INSTANCE_TERMINATING hook an instance leaving the group cannot "
-              "drain its sessions or hand off their KV cache before it is terminated. Judged only on Auto "
-              "Scaling groups that serve inference through a load balancer.",
+    "drain its sessions or hand off their KV cache before it is terminated. Judged only on Auto "
+    "Scaling groups that serve inference through a load balancer.",
     remediation="Add a lifecycle hook for autoscaling:EC2_INSTANCE_TERMINATING (with a heartbeat long enough to drain).",
     docs=DOCS_LIFECYCLE,
 )
@@ -208,17 +249,23 @@ def fleet007(model: Model) -> Iterator[Result]:
         if any(unresolved(t) for t in transitions):
             yield Unknown(fleet, "lifecycle hooks")
         else:
-            yield Hit(fleet, f"inference Auto Scaling group {fleet.id} has no {TERMINATING} lifecycle hook",
-                      fleet.serving.when)
+            yield Hit(
+                fleet,
+                f"inference Auto Scaling group {fleet.id} has no {TERMINATING} lifecycle hook",
+                fleet.serving.when,
+            )
 
 
 @rule(
-    id="FLEET008", title="Inference fleet without ELB health checks or with a short grace period", severity="warning",
-    layer="engine", failure_mode="OPS: dead engine never replaced / instances killed while the model loads",
+    id="FLEET008",
+    title="Inference fleet without ELB health checks or with a short grace period",
+    severity="warning",
+    layer="engine",
+    failure_mode="OPS: dead engine never replaced / instances killed while the model loads",
     inference_only=True,
     rationale="Without ELB health checks an instance whose engine is dead (/health returns 503) stays in "
-              "service; with a grace period under 300 s instances are replaced while the model still loads. "
-              "Judged only on Auto Scaling groups that serve inference through a load balancer.",
+    "service; with a grace period under 300 s instances are replaced while the model still loads. "
+    "Judged only on Auto Scaling groups that serve inference through a load balancer.",
     remediation="Set HealthCheckType to ELB and HealthCheckGracePeriod to at least 300 s (longer for large models).",
     docs=DOCS_HEALTH,
 )
@@ -239,4 +286,6 @@ def _health(fleet: Fleet) -> Iterator[Result]:
     if unresolved(grace):
         yield Unknown(fleet, "HealthCheckGracePeriod")
     elif isinstance(grace, int) and grace < 300:
-        yield Hit(fleet, f"inference Auto Scaling group {fleet.id} has HealthCheckGracePeriod={grace} s (< 300)", branch)
+        yield Hit(
+            fleet, f"inference Auto Scaling group {fleet.id} has HealthCheckGracePeriod={grace} s (< 300)", branch
+        )

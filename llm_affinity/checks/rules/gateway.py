@@ -24,7 +24,10 @@ def _with_sessions(model: Model) -> Iterator[tuple[McpGateway, bool | None]]:
 
 
 @rule(
-    id="GW001", title="MCP session timeout outside 900–28800 s", severity="error", layer="tool-session",
+    id="GW001",
+    title="MCP session timeout outside 900–28800 s",
+    severity="error",
+    layer="tool-session",
     failure_mode="API: the API rejects the configuration",
     rationale="SessionTimeoutInSeconds must be 900 (15 min) to 28800 (8 h); the default is 3600.",
     remediation="Set SessionTimeoutInSeconds to an integer between 900 and 28800.",
@@ -45,10 +48,13 @@ def gw001(model: Model) -> Iterator[Result]:
 
 
 @rule(
-    id="GW002", title="MCP sessions on an unauthenticated gateway", severity="error", layer="tool-session",
+    id="GW002",
+    title="MCP sessions on an unauthenticated gateway",
+    severity="error",
+    layer="tool-session",
     failure_mode="SEC: session hijacking on a gateway without identity",
     rationale="Sessions are bound to a verified identity only on authenticated gateways; with "
-              "AuthorizerType NONE anyone holding an Mcp-Session-Id could use the session.",
+    "AuthorizerType NONE anyone holding an Mcp-Session-Id could use the session.",
     remediation="Use CUSTOM_JWT or AWS_IAM inbound authorization, or turn MCP sessions off.",
     docs=DOCS_GW_AUTH,
 )
@@ -63,10 +69,13 @@ def gw002(model: Model) -> Iterator[Result]:
 
 
 @rule(
-    id="GW003", title="Gateway MCP sessions mistaken for inference affinity", severity="warning",
-    layer="tool-session", failure_mode="FM5: gateway MCP sessions mistaken for inference affinity",
+    id="GW003",
+    title="Gateway MCP sessions mistaken for inference affinity",
+    severity="warning",
+    layer="tool-session",
+    failure_mode="FM5: gateway MCP sessions mistaken for inference affinity",
     rationale="Gateway sessions reuse MCP target connections; they do not pin inference requests to an "
-              "instance. An inference target group without stickiness still scatters the session.",
+    "instance. An inference target group without stickiness still scatters the session.",
     remediation="Enable stickiness on the inference target group; keep the gateway sessions for tool reuse.",
     docs=DOCS_GW_SESSIONS,
 )
@@ -78,15 +87,21 @@ def gw003(model: Model) -> Iterator[Result]:
             if unresolved(tg.settings.sticky):
                 yield Unknown(tg, "stickiness.enabled")
             elif tg.settings.sticky is not True:
-                yield Hit(gw, f"gateway {gw.id} has MCP sessions while inference target group {tg.id} has stickiness off",
-                          when(tg))
+                yield Hit(
+                    gw,
+                    f"gateway {gw.id} has MCP sessions while inference target group {tg.id} has stickiness off",
+                    when(tg),
+                )
 
 
 @rule(
-    id="GW004", title="Inference affinity shorter than the gateway session", severity="info",
-    layer="tool-session", failure_mode="FM5: the agent's session outlives its inference affinity",
+    id="GW004",
+    title="Inference affinity shorter than the gateway session",
+    severity="info",
+    layer="tool-session",
+    failure_mode="FM5: the agent's session outlives its inference affinity",
     rationale="When the stickiness duration is shorter than the MCP session timeout, later turns of one "
-              "agent session may move to another instance and lose the prefix cache.",
+    "agent session may move to another instance and lose the prefix cache.",
     remediation="Make the stickiness duration at least as long as the gateway SessionTimeoutInSeconds.",
     docs=DOCS_GW_SESSIONS,
 )
@@ -104,5 +119,9 @@ def gw004(model: Model) -> Iterator[Result]:
             if unresolved(duration):
                 yield Unknown(tg, "stickiness duration")
             elif isinstance(duration, int) and duration < timeout:
-                yield Hit(gw, f"inference target group {tg.id} keeps stickiness {duration} s, shorter than gateway "
-                              f"{gw.id} session timeout {timeout} s", when(tg))
+                yield Hit(
+                    gw,
+                    f"inference target group {tg.id} keeps stickiness {duration} s, shorter than gateway "
+                    f"{gw.id} session timeout {timeout} s",
+                    when(tg),
+                )

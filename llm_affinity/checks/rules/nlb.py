@@ -10,7 +10,10 @@ from .common import DOCS_NLB_CROSS_ZONE, DOCS_NLB_TG, inference_target_groups, i
 
 
 @rule(
-    id="NLB001", title="Stickiness on a TLS target group", severity="error", layer="routing",
+    id="NLB001",
+    title="Stickiness on a TLS target group",
+    severity="error",
+    layer="routing",
     failure_mode="API: the API rejects the configuration",
     rationale="AWS: 'Sticky sessions are not supported for TLS listeners that use TLS target groups.'",
     remediation="Use a TCP target group (TLS passthrough) for source-IP stickiness, or terminate TLS on an ALB with cookies.",
@@ -42,12 +45,15 @@ def _sticky_source_ip_inference(model: Model):
 
 
 @rule(
-    id="NLB002", title="Source-IP stickiness on an internet-facing NLB", severity="warning", layer="routing",
+    id="NLB002",
+    title="Source-IP stickiness on an internet-facing NLB",
+    severity="warning",
+    layer="routing",
     failure_mode="FM3: NLB stickiness breaks intermittently (NAT, proxies, mobile clients)",
     inference_only=True,
     rationale="Clients behind one NAT share a source IP and all land on one target (a hot replica); clients "
-              "whose IP changes (mobile, proxies) lose affinity. Inside a VPC, source-IP still pins every "
-              "session of one agent host to one target.",
+    "whose IP changes (mobile, proxies) lose affinity. Inside a VPC, source-IP still pins every "
+    "session of one agent host to one target.",
     remediation="Prefer an ALB with lb_cookie/app_cookie stickiness, or route on an application-level session key.",
     docs=DOCS_NLB_TG,
 )
@@ -61,16 +67,23 @@ def nlb002(model: Model) -> Iterator[Result]:
             if unresolved(scheme):
                 yield Unknown(lb, "Scheme")
             elif scheme == "internet-facing":
-                yield Hit(tg, f"target group {tg.id} uses source_ip stickiness behind internet-facing load balancer {lb.id}",
-                          when(tg))
+                yield Hit(
+                    tg,
+                    f"target group {tg.id} uses source_ip stickiness behind internet-facing load balancer {lb.id}",
+                    when(tg),
+                )
 
 
 @rule(
-    id="NLB003", title="Source-IP stickiness with cross-zone effectively off", severity="warning", layer="routing",
-    failure_mode="FM3: affinity lost when a client reaches another zone's node", inference_only=True,
+    id="NLB003",
+    title="Source-IP stickiness with cross-zone effectively off",
+    severity="warning",
+    layer="routing",
+    failure_mode="FM3: affinity lost when a client reaches another zone's node",
+    inference_only=True,
     rationale="With cross-zone off (the NLB default) each node routes only to targets in its own zone; a "
-              "client whose DNS answer moves it to another zone's node cannot reach its old target. A load "
-              "balancer load_balancing.cross_zone.enabled value the API rejects is reported here too.",
+    "client whose DNS answer moves it to another zone's node cannot reach its old target. A load "
+    "balancer load_balancing.cross_zone.enabled value the API rejects is reported here too.",
     remediation="Set load_balancing.cross_zone.enabled=true on the target group or the load balancer.",
     docs=DOCS_NLB_CROSS_ZONE,
 )
@@ -83,8 +96,11 @@ def nlb003(model: Model) -> Iterator[Result]:
         if unresolved(setting):
             yield Unknown(tg, "load_balancing.cross_zone.enabled")
         elif setting == "false":
-            yield Hit(tg, f"target group {tg.id} uses source_ip stickiness with load_balancing.cross_zone.enabled=false",
-                      when(tg))
+            yield Hit(
+                tg,
+                f"target group {tg.id} uses source_ip stickiness with load_balancing.cross_zone.enabled=false",
+                when(tg),
+            )
         elif setting == "use_load_balancer_configuration":
             lbs = model.load_balancers_for(tg)
             if not lbs:
@@ -96,5 +112,9 @@ def nlb003(model: Model) -> Iterator[Result]:
                 elif invalid(lb_setting):
                     yield Hit(lb, rejected("load_balancing.cross_zone.enabled", lb_setting))
                 elif lb_setting is False:
-                    yield Hit(tg, f"target group {tg.id} uses source_ip stickiness and inherits cross-zone off "
-                                  f"from load balancer {lb.id}", when(tg))
+                    yield Hit(
+                        tg,
+                        f"target group {tg.id} uses source_ip stickiness and inherits cross-zone off "
+                        f"from load balancer {lb.id}",
+                        when(tg),
+                    )

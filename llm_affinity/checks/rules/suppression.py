@@ -9,12 +9,15 @@ from .base import Hit, Result, rule
 
 
 @rule(
-    id="SUP001", title="Suppression without a reason", severity="warning", layer="meta",
+    id="SUP001",
+    title="Suppression without a reason",
+    severity="warning",
+    layer="meta",
     failure_mode="META: silenced findings nobody can review",
     rationale="A suppression hides a failure mode; without a reason the next reader cannot tell a "
-              "deliberate exception from a forgotten one.",
-    remediation="Add a reason: Metadata llm-affinity.ignore [{id: RULE, reason: \"...\"}], or the tag "
-                "llm-affinity:ignore-reason on live resources.",
+    "deliberate exception from a forgotten one.",
+    remediation='Add a reason: Metadata llm-affinity.ignore [{id: RULE, reason: "..."}], or the tag '
+    "llm-affinity:ignore-reason on live resources.",
     docs="https://github.com/cdklabs/cdk-nag#suppressing-a-rule",
 )
 def sup001(model: Model) -> Iterator[Result]:

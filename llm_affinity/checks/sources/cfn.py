@@ -9,16 +9,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ...common.definitions import METADATA_KEY
 from .. import normalize as N
 from ..assemble import finish
-from ...common.definitions import METADATA_KEY
 from ..model import (
-    ABSENT, UNKNOWN, Alarm, Candidate, EngineHost, Fleet, LaunchSpec, Listener, LoadBalancer, Location,
-    McpGateway, Model, Service, Suppression, TargetGroup, Unresolved, scenario_label,
+    ABSENT,
+    UNKNOWN,
+    Alarm,
+    Candidate,
+    EngineHost,
+    Fleet,
+    LaunchSpec,
+    Listener,
+    LoadBalancer,
+    Location,
+    McpGateway,
+    Model,
+    Service,
+    Suppression,
+    TargetGroup,
+    Unresolved,
+    scenario_label,
 )
 from .intrinsics import Partial, Template
 from .template_file import TemplateFile
-
 
 # --- template → model --------------------------------------------------------------------------
 
@@ -41,8 +55,26 @@ T_CLUSTER = "AWS::ECS::Cluster"
 T_CLUSTER_CP = "AWS::ECS::ClusterCapacityProviderAssociations"
 T_SCALABLE = "AWS::ApplicationAutoScaling::ScalableTarget"
 
-_MODELLED = {T_TG, T_LB, T_LISTENER, T_RULE, T_ASG, T_HOOK, T_LT, T_LC, T_INSTANCE, T_GW, T_ALARM, T_COMPOSITE,
-             T_SERVICE, T_TASK, T_CAPACITY, T_CLUSTER, T_CLUSTER_CP, T_SCALABLE}
+_MODELLED = {
+    T_TG,
+    T_LB,
+    T_LISTENER,
+    T_RULE,
+    T_ASG,
+    T_HOOK,
+    T_LT,
+    T_LC,
+    T_INSTANCE,
+    T_GW,
+    T_ALARM,
+    T_COMPOSITE,
+    T_SERVICE,
+    T_TASK,
+    T_CAPACITY,
+    T_CLUSTER,
+    T_CLUSTER_CP,
+    T_SCALABLE,
+}
 
 
 @dataclass
@@ -58,8 +90,13 @@ class _Variant:
     suppressions: list[Suppression]
 
     def common(self) -> dict[str, Any]:
-        return {"id": self.logical_id, "location": self.location, "variant": self.label,
-                "scenario": self.scenario, "suppressions": self.suppressions}
+        return {
+            "id": self.logical_id,
+            "location": self.location,
+            "variant": self.label,
+            "scenario": self.scenario,
+            "suppressions": self.suppressions,
+        }
 
 
 def model_from_template(tf: TemplateFile) -> Model:
@@ -73,12 +110,14 @@ def model_from_template(tf: TemplateFile) -> Model:
         rtype = resource.get("Type")
         if not isinstance(rtype, str) or rtype not in _MODELLED:
             continue
-        location = Location(logical_id, rtype, file=tf.path, line=tf.resource_lines.get(logical_id),
-                            path=_cdk_path(resource))
+        location = Location(
+            logical_id, rtype, file=tf.path, line=tf.resource_lines.get(logical_id), path=_cdk_path(resource)
+        )
         suppressions = _suppressions(resource)
         for props, scenario, label in _variants(tpl, resource):
             by_type.setdefault(rtype, []).append(
-                _Variant(logical_id, _raw_props(resource), props, scenario, label, location, suppressions))
+                _Variant(logical_id, _raw_props(resource), props, scenario, label, location, suppressions)
+            )
     _Builder(tpl, model, by_type).build()
     finish(model)
     model.resources_checked = len(tpl.resources)  # every resource was looked at, modelled or not
@@ -104,15 +143,26 @@ class _Builder:
         for v in self.of(T_TG):
             m.target_groups.append(self.target_group(v))
         for v in self.of(T_LB):
-            m.load_balancers.append(LoadBalancer(**v.common(), tags=N.tags(v.props.get("Tags")),
-                                                 settings=N.load_balancer(v.props)))
+            m.load_balancers.append(
+                LoadBalancer(**v.common(), tags=N.tags(v.props.get("Tags")), settings=N.load_balancer(v.props))
+            )
         for v in self.of(T_LISTENER):
-            m.listeners.append(Listener(**v.common(), load_balancer_id=N.ref_id(v.props.get("LoadBalancerArn", UNKNOWN)),
-                                        protocol=N.as_word(v.props.get("Protocol", UNKNOWN), None, "Protocol", upper=True),
-                                        forwards=N.forwards(v.props.get("DefaultActions"))))
+            m.listeners.append(
+                Listener(
+                    **v.common(),
+                    load_balancer_id=N.ref_id(v.props.get("LoadBalancerArn", UNKNOWN)),
+                    protocol=N.as_word(v.props.get("Protocol", UNKNOWN), None, "Protocol", upper=True),
+                    forwards=N.forwards(v.props.get("DefaultActions")),
+                )
+            )
         for v in self.of(T_RULE):
-            m.listeners.append(Listener(**v.common(), listener_id=N.ref_id(v.props.get("ListenerArn", UNKNOWN)),
-                                        forwards=N.forwards(v.props.get("Actions"))))
+            m.listeners.append(
+                Listener(
+                    **v.common(),
+                    listener_id=N.ref_id(v.props.get("ListenerArn", UNKNOWN)),
+                    forwards=N.forwards(v.props.get("Actions")),
+                )
+            )
         for v in self.of(T_GW):
             m.gateways.append(McpGateway(**v.common(), tags=N.tags(v.props.get("Tags")), **N.gateway(v.props)))
         for v in self.of(T_ALARM) + self.of(T_COMPOSITE):
@@ -142,8 +192,13 @@ class _Builder:
             ids = [N.ref_id(t.get("Id", UNKNOWN)) if isinstance(t, dict) else Unresolved("target") for t in targets]
         elif targets is ABSENT:
             count = 0
-        return TargetGroup(**v.common(), tags=N.tags(v.props.get("Tags")), settings=N.target_group(v.props),
-                           target_count=count, target_ids=ids)
+        return TargetGroup(
+            **v.common(),
+            tags=N.tags(v.props.get("Tags")),
+            settings=N.target_group(v.props),
+            target_count=count,
+            target_ids=ids,
+        )
 
     # -- compute --------------------------------------------------------------------------
 
@@ -155,18 +210,26 @@ class _Builder:
         else:
             data, raw = v.props, v.raw
         if not isinstance(data, dict):
-            spec = LaunchSpec([Candidate(Unresolved("LaunchTemplateData not resolvable"))],
-                              Unresolved("LaunchTemplateData not resolvable"), Unresolved("LaunchTemplateData"))
+            spec = LaunchSpec(
+                [Candidate(Unresolved("LaunchTemplateData not resolvable"))],
+                Unresolved("LaunchTemplateData not resolvable"),
+                Unresolved("LaunchTemplateData"),
+            )
         else:
             spec = LaunchSpec(
-                instance_types=self.candidates(raw.get("InstanceType", ABSENT), data.get("InstanceType", ABSENT),
-                                               v.scenario),
+                instance_types=self.candidates(
+                    raw.get("InstanceType", ABSENT), data.get("InstanceType", ABSENT), v.scenario
+                ),
                 user_data=_user_data(raw.get("UserData"), data.get("UserData", ABSENT)),
                 accelerators=N.asks_for_accelerators(data.get("InstanceRequirements", ABSENT)),
                 source_id=v.logical_id,
             )
-        return EngineHost(**v.common(), tags=N.tags(v.props.get("Tags") if rtype != T_LT else _lt_tags(v.props)),
-                          user_data=spec.user_data, launch=spec)
+        return EngineHost(
+            **v.common(),
+            tags=N.tags(v.props.get("Tags") if rtype != T_LT else _lt_tags(v.props)),
+            user_data=spec.user_data,
+            launch=spec,
+        )
 
     def candidates(self, raw: Any, resolved: Any, scenario: dict) -> list[Candidate]:
         """Values an InstanceType may take, each with the branch it takes it in — named by the
@@ -207,14 +270,29 @@ class _Builder:
         else:
             tg_ids = [Unresolved("TargetGroupARNs not resolvable")]
         classic = props.get("LoadBalancerNames", ABSENT)
-        classic_ids = ([N.ref_id(x) for x in classic] if isinstance(classic, list)
-                       else [] if classic is ABSENT else [Unresolved("LoadBalancerNames")])
-        fleet = Fleet(**v.common(), tags=N.tags(props.get("Tags")), target_group_ids=tg_ids,
-                      classic_load_balancers=classic_ids, launch=self.fleet_launch(v), **N.fleet_numbers(props))
+        classic_ids = (
+            [N.ref_id(x) for x in classic]
+            if isinstance(classic, list)
+            else []
+            if classic is ABSENT
+            else [Unresolved("LoadBalancerNames")]
+        )
+        fleet = Fleet(
+            **v.common(),
+            tags=N.tags(props.get("Tags")),
+            target_group_ids=tg_ids,
+            classic_load_balancers=classic_ids,
+            launch=self.fleet_launch(v),
+            **N.fleet_numbers(props),
+        )
         specs = props.get("LifecycleHookSpecificationList", ABSENT)
         if isinstance(specs, list):
-            fleet.lifecycle_transitions += [N.as_text(h.get("LifecycleTransition", UNKNOWN), "LifecycleTransition")
-                                            if isinstance(h, dict) else Unresolved("hook") for h in specs]
+            fleet.lifecycle_transitions += [
+                N.as_text(h.get("LifecycleTransition", UNKNOWN), "LifecycleTransition")
+                if isinstance(h, dict)
+                else Unresolved("hook")
+                for h in specs
+            ]
         elif specs is not ABSENT:
             fleet.lifecycle_transitions.append(Unresolved("LifecycleHookSpecificationList"))
         for name in dict.fromkeys((v.logical_id, props.get("AutoScalingGroupName"))):
@@ -232,8 +310,11 @@ class _Builder:
         mixed = props.get("MixedInstancesPolicy")
         if isinstance(mixed, dict):
             lt = mixed.get("LaunchTemplate")
-            raw_lt = (raw.get("MixedInstancesPolicy") or {}).get("LaunchTemplate") if isinstance(
-                raw.get("MixedInstancesPolicy"), dict) else None
+            raw_lt = (
+                (raw.get("MixedInstancesPolicy") or {}).get("LaunchTemplate")
+                if isinstance(raw.get("MixedInstancesPolicy"), dict)
+                else None
+            )
             if isinstance(lt, dict):
                 refs.append(lt.get("LaunchTemplateSpecification", UNKNOWN))
                 overrides = lt.get("Overrides")
@@ -242,11 +323,17 @@ class _Builder:
                     for n, override in enumerate(overrides):
                         if not isinstance(override, dict):
                             continue
-                        raw_override = raw_overrides[n] if isinstance(raw_overrides, list) and n < len(raw_overrides) \
-                            and isinstance(raw_overrides[n], dict) else {}
+                        raw_override = (
+                            raw_overrides[n]
+                            if isinstance(raw_overrides, list)
+                            and n < len(raw_overrides)
+                            and isinstance(raw_overrides[n], dict)
+                            else {}
+                        )
                         if "InstanceType" in override:
-                            override_types += self.candidates(raw_override.get("InstanceType"), override["InstanceType"],
-                                                              v.scenario)
+                            override_types += self.candidates(
+                                raw_override.get("InstanceType"), override["InstanceType"], v.scenario
+                            )
                         wants = N.asks_for_accelerators(override.get("InstanceRequirements", ABSENT))
                         spec.accelerators = _either(spec.accelerators, wants)
                         if "InstanceRequirements" in override:
@@ -319,11 +406,17 @@ class _Builder:
         task_id = N.ref_id(props.get("TaskDefinition", UNKNOWN))
         gpu, commands = self.task(task_id, v)
         desired = props.get("DesiredCount", ABSENT)
-        return Service(**v.common(), tags=N.tags(props.get("Tags")), target_group_ids=tg_ids,
-                       task_definition=task_id if isinstance(task_id, str) else None, gpu=gpu, commands=commands,
-                       capacity_fleet_ids=self.capacity_fleets(props),
-                       desired=None if desired is ABSENT else N.as_int(desired, "DesiredCount"),
-                       max_count=self.scalable_max(v.logical_id))
+        return Service(
+            **v.common(),
+            tags=N.tags(props.get("Tags")),
+            target_group_ids=tg_ids,
+            task_definition=task_id if isinstance(task_id, str) else None,
+            gpu=gpu,
+            commands=commands,
+            capacity_fleet_ids=self.capacity_fleets(props),
+            desired=None if desired is ABSENT else N.as_int(desired, "DesiredCount"),
+            max_count=self.scalable_max(v.logical_id),
+        )
 
     def task(self, task_id: Any, service: _Variant) -> tuple[Any, list[str]]:
         """(GPUs reserved: True/False/Unresolved, images and commands) of a task definition."""
@@ -404,8 +497,11 @@ def _mentions(node: Any, logical_id: str, depth: int = 0) -> bool:
         for key, value in node.items():
             if key == "Ref" and value == logical_id:
                 return True
-            if key == "Fn::GetAtt" and (value == logical_id or (isinstance(value, list) and value[:1] == [logical_id])
-                                        or (isinstance(value, str) and value.split(".", 1)[0] == logical_id)):
+            if key == "Fn::GetAtt" and (
+                value == logical_id
+                or (isinstance(value, list) and value[:1] == [logical_id])
+                or (isinstance(value, str) and value.split(".", 1)[0] == logical_id)
+            ):
                 return True
             if key == "Fn::Sub" and logical_id in str(value):
                 return True

@@ -21,12 +21,16 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from ...common.files import ReadError, describe_os_error, kind_of, read_regular, stat_path
 from ..model import Model, ModelError
 from .cfn import model_from_template
-from ...common.files import ReadError, describe_os_error, kind_of, read_regular, stat_path
 from .intrinsics import collect_over_budget
 from .template_file import (
-    MAX_TEMPLATE_BYTES, TEMPLATE_SUFFIXES, TemplateError, read_template_bytes, template_from_bytes,
+    MAX_TEMPLATE_BYTES,
+    TEMPLATE_SUFFIXES,
+    TemplateError,
+    read_template_bytes,
+    template_from_bytes,
 )
 
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", "asset"}
@@ -175,8 +179,10 @@ def _read_manifest(path: str) -> tuple[dict[str, Any] | None, str | None]:
     except UnicodeDecodeError:
         return None, "unreadable cloud assembly manifest: not UTF-8 text"
     except json.JSONDecodeError as exc:
-        return None, (f"unreadable cloud assembly manifest (truncated or not JSON): {exc.msg} "
-                      f"(line {exc.lineno}, column {exc.colno})")
+        return None, (
+            f"unreadable cloud assembly manifest (truncated or not JSON): {exc.msg} "
+            f"(line {exc.lineno}, column {exc.colno})"
+        )
     except RecursionError:
         return None, "unreadable cloud assembly manifest: nesting too deep to read"
     if isinstance(data, dict) and ("artifacts" in data or "version" in data):
@@ -220,8 +226,11 @@ def _load_folder(folder: str, out: Loaded) -> None:
 
 
 def _is_cdk_support_file(name: str) -> bool:
-    return name in ("manifest.json", "tree.json", "cdk.json", "cdk.context.json") or name.endswith(
-        (".assets.json", ".metadata.json")) or name == "validation-report.json"
+    return (
+        name in ("manifest.json", "tree.json", "cdk.json", "cdk.context.json")
+        or name.endswith((".assets.json", ".metadata.json"))
+        or name == "validation-report.json"
+    )
 
 
 @dataclass(frozen=True)
@@ -232,8 +241,7 @@ class Folder:
     shown: str
 
 
-def _load_assembly(where: Folder, manifest: dict[str, Any], out: Loaded, root: str, seen: set[str],
-                   depth: int) -> None:
+def _load_assembly(where: Folder, manifest: dict[str, Any], out: Loaded, root: str, seen: set[str], depth: int) -> None:
     """A cloud assembly (``where.real`` lies inside ``root``): stack templates from its
     manifest, nested assemblies (stages), and nested-stack templates lying beside them."""
     folder = where.real
@@ -253,8 +261,12 @@ def _load_assembly(where: Folder, manifest: dict[str, Any], out: Loaded, root: s
                     continue
                 real = _inside(root, folder, template)
                 if real is None:
-                    out.errors.append(ModelError(manifest_path, f"stack artifact {name}: templateFile {template!r} "
-                                                                "points outside the cloud assembly"))
+                    out.errors.append(
+                        ModelError(
+                            manifest_path,
+                            f"stack artifact {name}: templateFile {template!r} points outside the cloud assembly",
+                        )
+                    )
                     continue
                 listed.add(real)
                 _load_template(os.path.join(where.shown, template), out, require_resources=True, real=real)
@@ -277,14 +289,18 @@ def _load_assembly(where: Folder, manifest: dict[str, Any], out: Loaded, root: s
             _load_template(os.path.join(where.shown, nested), out, require_resources=True, real=real)
 
 
-def _load_nested_assembly(parent: Folder, name: str, directory: str, out: Loaded, root: str, seen: set[str],
-                          depth: int) -> None:
+def _load_nested_assembly(
+    parent: Folder, name: str, directory: str, out: Loaded, root: str, seen: set[str], depth: int
+) -> None:
     manifest_path = os.path.join(parent.shown, "manifest.json")
     shown = os.path.join(parent.shown, directory)
     real = _inside(root, parent.real, directory)
     if real is None:
-        out.errors.append(ModelError(manifest_path, f"nested assembly {name}: directoryName {directory!r} "
-                                                    "points outside the cloud assembly"))
+        out.errors.append(
+            ModelError(
+                manifest_path, f"nested assembly {name}: directoryName {directory!r} points outside the cloud assembly"
+            )
+        )
         return
     if real in seen:
         return  # visited already (a stage that names its parent is not a loop to follow)

@@ -15,7 +15,7 @@ import re
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from ..model import ABSENT, UNKNOWN, scenario_label
 
@@ -27,7 +27,7 @@ MAX_ALTERNATIVES = 256
 #: Intrinsics nested deeper than this resolve to UNKNOWN.
 MAX_DEPTH = 64
 
-#: The resolution budget (issue #8): a 1 MB template can ask for gigabytes (Fn::Join with a
+#: The resolution budget: a 1 MB template can ask for gigabytes (Fn::Join with a
 #: 1 MB delimiter and 3000 items) or for hours (Fn::FindInMap of a 20,000-item list from
 #: 5000 resources). Over budget a value is UNKNOWN and its resource is named ("too large to
 #: resolve"), never a crash and never a guess. Longest text one Fn::Join / Fn::Sub may build:
@@ -135,8 +135,9 @@ class Template:
 
     # -- scenarios -----------------------------------------------------------------------
 
-    def scenarios(self, node: Any, fixed: dict[str, Any] | None = None,
-                  limit: int = MAX_SCENARIOS) -> list[tuple[dict[str, Any], str | None]]:
+    def scenarios(
+        self, node: Any, fixed: dict[str, Any] | None = None, limit: int = MAX_SCENARIOS
+    ) -> list[tuple[dict[str, Any], str | None]]:
         """Assignments of the conditions and multi-valued parameters ``node`` depends on
         (at most ``limit``; dimensions that would exceed it are left unresolved)."""
         conditions: list[str] = []
@@ -165,7 +166,7 @@ class Template:
         for combo in itertools.product(*(values for _, values in chosen)):
             assignment = dict(base)
             labels = []
-            for (dim, _), value in zip(chosen, combo):
+            for (dim, _), value in zip(chosen, combo, strict=True):
                 kind, _, name = dim.partition(":")
                 assignment[(kind, name)] = value
                 if kind == "condition":
@@ -261,7 +262,7 @@ class Template:
         if not isinstance(node, dict):
             return node
         if len(node) == 1:
-            (key, arg), = node.items()
+            ((key, arg),) = node.items()
             if key == "Ref":
                 return self._ref(arg, scenario)
             if isinstance(key, str) and key.startswith("Fn::"):
@@ -318,7 +319,7 @@ class Template:
     def _evaluate(self, expr: Any, scenario: dict[Any, Any], depth: int) -> Any:
         if not isinstance(expr, dict) or len(expr) != 1 or depth > 32:
             return UNKNOWN
-        (fn, args), = expr.items()
+        ((fn, args),) = expr.items()
         if fn == "Condition":
             return self.condition_value(args, scenario, depth)
         if not isinstance(args, list):
@@ -544,7 +545,11 @@ _FUNCTIONS = {
     "Fn::FindInMap": _fn_find_in_map,
     "Fn::GetAtt": _fn_get_att,
     # Decided only at deploy time (other stacks, the account, the region):
-    "Fn::GetAZs": _unknown, "Fn::ImportValue": _unknown, "Fn::Cidr": _unknown,
-    "Fn::Transform": _unknown, "Fn::ToJsonString": _unknown, "Fn::Length": _unknown,
+    "Fn::GetAZs": _unknown,
+    "Fn::ImportValue": _unknown,
+    "Fn::Cidr": _unknown,
+    "Fn::Transform": _unknown,
+    "Fn::ToJsonString": _unknown,
+    "Fn::Length": _unknown,
     TOO_LARGE_MARKER: _too_large,
 }

@@ -28,11 +28,24 @@ TEMPLATE_SUFFIXES = (".json", ".yaml", ".yml", ".template")
 
 # Short-form tags → long form. GetAtt and Ref/Condition have their own shapes.
 _FN_TAGS = {
-    "!Base64": "Fn::Base64", "!Cidr": "Fn::Cidr", "!FindInMap": "Fn::FindInMap",
-    "!GetAZs": "Fn::GetAZs", "!ImportValue": "Fn::ImportValue", "!Join": "Fn::Join",
-    "!Select": "Fn::Select", "!Split": "Fn::Split", "!Sub": "Fn::Sub", "!Transform": "Fn::Transform",
-    "!And": "Fn::And", "!Equals": "Fn::Equals", "!If": "Fn::If", "!Not": "Fn::Not", "!Or": "Fn::Or",
-    "!GetAtt": "Fn::GetAtt", "!Length": "Fn::Length", "!ToJsonString": "Fn::ToJsonString",
+    "!Base64": "Fn::Base64",
+    "!Cidr": "Fn::Cidr",
+    "!FindInMap": "Fn::FindInMap",
+    "!GetAZs": "Fn::GetAZs",
+    "!ImportValue": "Fn::ImportValue",
+    "!Join": "Fn::Join",
+    "!Select": "Fn::Select",
+    "!Split": "Fn::Split",
+    "!Sub": "Fn::Sub",
+    "!Transform": "Fn::Transform",
+    "!And": "Fn::And",
+    "!Equals": "Fn::Equals",
+    "!If": "Fn::If",
+    "!Not": "Fn::Not",
+    "!Or": "Fn::Or",
+    "!GetAtt": "Fn::GetAtt",
+    "!Length": "Fn::Length",
+    "!ToJsonString": "Fn::ToJsonString",
     "!ForEach": "Fn::ForEach",
 }
 
@@ -74,15 +87,15 @@ def template_from_bytes(raw: bytes, path: str | Path, *, require_resources: bool
     except UnicodeDecodeError:
         raise TemplateError("not UTF-8 text, not a CloudFormation template") from None
     if not text.strip():
-        raise TemplateError("empty file (only a byte-order mark)" if raw.startswith(b"\xef\xbb\xbf")
-                            else "empty file")
+        raise TemplateError("empty file (only a byte-order mark)" if raw.startswith(b"\xef\xbb\xbf") else "empty file")
     # Parsing allocates many small objects and none are cyclic: the garbage collector's passes
     # over them made reading big templates super-linear (x3 at 2,000 resources).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        data, lines = parse_text(text, json_first=text.lstrip().startswith("{"),
-                                 json_only=Path(path).suffix.lower() == ".json")
+        data, lines = parse_text(
+            text, json_first=text.lstrip().startswith("{"), json_only=Path(path).suffix.lower() == ".json"
+        )
     finally:
         if collecting:
             gc.enable()
@@ -163,8 +176,9 @@ def _json_resource_lines(text: str, data: Any) -> dict[str, int]:
     lines: dict[str, int] = {}
     for logical_id in data["Resources"]:
         found = -1
-        for needle in dict.fromkeys(('"%s"' % logical_id, json.dumps(logical_id),
-                                     json.dumps(logical_id, ensure_ascii=False))):
+        for needle in dict.fromkeys(
+            ('"%s"' % logical_id, json.dumps(logical_id), json.dumps(logical_id, ensure_ascii=False))
+        ):
             found = _find_key(text, needle, pos)
             if found >= 0:
                 break
@@ -223,8 +237,19 @@ _STR = "tag:yaml.org,2002:str"
 class _Frame:
     """A mapping or sequence being built."""
 
-    __slots__ = ("data", "tag", "anchor", "line", "start_nodes", "key", "key_line", "first_line",
-                 "merged", "too_large", "resources")
+    __slots__ = (
+        "data",
+        "tag",
+        "anchor",
+        "line",
+        "start_nodes",
+        "key",
+        "key_line",
+        "first_line",
+        "merged",
+        "too_large",
+        "resources",
+    )
 
     def __init__(self, data: Any, event: Any, start_nodes: int, resources: bool = False):
         self.data = data
@@ -288,8 +313,12 @@ class _Builder:
                 if documents == 1:
                     first_document = event.start_mark
                 else:
-                    raise yaml.composer.ComposerError("expected a single document in the stream", first_document,
-                                                      "but found another document", event.start_mark)
+                    raise yaml.composer.ComposerError(
+                        "expected a single document in the stream",
+                        first_document,
+                        "but found another document",
+                        event.start_mark,
+                    )
             elif kind is yaml.StreamEndEvent:
                 return self.result
 
@@ -326,8 +355,12 @@ class _Builder:
             raise TemplateError(f"nesting deeper than {self.MAX_DEPTH} levels at line {event.start_mark.line + 1}")
         self.nodes += 1
         stack = self.stack
-        resources = (len(stack) == 1 and stack[0].key == "Resources" and isinstance(stack[0].data, dict)
-                     and isinstance(data, dict))
+        resources = (
+            len(stack) == 1
+            and stack[0].key == "Resources"
+            and isinstance(stack[0].data, dict)
+            and isinstance(data, dict)
+        )
         stack.append(_Frame(data, event, self.nodes, resources))
 
     def _end(self) -> None:

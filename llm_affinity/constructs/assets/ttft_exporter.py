@@ -26,7 +26,7 @@ import time
 import urllib.request
 
 METRIC = "vllm:time_to_first_token_seconds"
-_BUCKET = re.compile(r'^' + re.escape(METRIC) + r'_bucket\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)')
+_BUCKET = re.compile(r"^" + re.escape(METRIC) + r"_bucket\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
 _LE = re.compile(r'le="(?P<le>[^"]+)"')
 
 
@@ -45,7 +45,7 @@ def parse_buckets(text: str) -> dict[float, float]:
     return out
 
 
-_COUNTER = re.compile(r'^(?P<name>vllm:prefix_cache_(?:hits|queries)_total)(?:\{[^}]*\})?\s+(?P<value>\S+)')
+_COUNTER = re.compile(r"^(?P<name>vllm:prefix_cache_(?:hits|queries)_total)(?:\{[^}]*\})?\s+(?P<value>\S+)")
 
 
 def parse_cache_counters(text: str) -> tuple[float, float]:
@@ -98,19 +98,24 @@ def quantile(q: float, buckets: dict[float, float]) -> float | None:
     return prev_bound
 
 
-def emf_record(namespace: str, fleet: str, instance_id: str, log_group: str,
-               values: dict[str, float], now_ms: int) -> dict:
+def emf_record(
+    namespace: str, fleet: str, instance_id: str, log_group: str, values: dict[str, float], now_ms: int
+) -> dict:
     """One EMF record with fleet-wide and per-instance dimension sets."""
     return {
         "_aws": {
             "Timestamp": now_ms,
             "LogGroupName": log_group,
-            "CloudWatchMetrics": [{
-                "Namespace": namespace,
-                "Dimensions": [["Fleet"], ["Fleet", "InstanceId"]],
-                "Metrics": [{"Name": name, "Unit": "None" if name == "prefix_cache_hit_rate" else "Seconds"}
-                            for name in values],
-            }],
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": namespace,
+                    "Dimensions": [["Fleet"], ["Fleet", "InstanceId"]],
+                    "Metrics": [
+                        {"Name": name, "Unit": "None" if name == "prefix_cache_hit_rate" else "Seconds"}
+                        for name in values
+                    ],
+                }
+            ],
         },
         "Fleet": fleet,
         "InstanceId": instance_id,
@@ -153,8 +158,9 @@ def main(argv: list[str] | None = None) -> int:
                     if v is not None:
                         values[name] = round(v, 6)
                 if values:
-                    rec = emf_record(args.namespace, args.fleet, args.instance_id, args.log_group,
-                                     values, int(time.time() * 1000))
+                    rec = emf_record(
+                        args.namespace, args.fleet, args.instance_id, args.log_group, values, int(time.time() * 1000)
+                    )
                     sock.sendto(json.dumps(rec).encode(), (host, int(port)))
             before, before_cache = now, now_cache
         except Exception as exc:  # keep running while vLLM loads or restarts

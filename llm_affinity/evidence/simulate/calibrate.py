@@ -42,9 +42,13 @@ class Calibration:
     points: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "prefill_tokens_per_s": self.prefill_tokens_per_s,
-                "ttft_overhead_ms": self.ttft_overhead_ms, "decode_tokens_per_s": self.decode_tokens_per_s,
-                "points": self.points}
+        return {
+            "source": self.source,
+            "prefill_tokens_per_s": self.prefill_tokens_per_s,
+            "ttft_overhead_ms": self.ttft_overhead_ms,
+            "decode_tokens_per_s": self.decode_tokens_per_s,
+            "points": self.points,
+        }
 
 
 #: A probe/sli report or a /metrics scrape is far below this; larger is not one.
@@ -97,7 +101,9 @@ def from_report(data: Any, path: str) -> Calibration:
     for entry in data["per_turn"]:
         if not isinstance(entry, dict):
             continue
-        req, prompt, cached, ttft = (entry.get(k) for k in ("requests", "prompt_tokens", "cached_tokens", "ttft_p50_ms"))
+        req, prompt, cached, ttft = (
+            entry.get(k) for k in ("requests", "prompt_tokens", "cached_tokens", "ttft_p50_ms")
+        )
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (req, prompt, cached, ttft)):
             continue
         if req <= 0 or ttft < 0:

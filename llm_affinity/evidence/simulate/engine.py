@@ -50,8 +50,24 @@ from typing import Any, Callable, Iterable
 
 from .. import report as _report
 from .policies import POLICIES, Fleet
-from .policies.base import (S_ARR, S_ATT, S_AUX, S_CACHED, S_CHURN, S_CTX, S_CUR, S_IP, S_NTURNS,
-                            S_PIN, S_PREV, S_PROMPT, S_SIZE, S_THINK, S_TTFT, S_TURN)
+from .policies.base import (
+    S_ARR,
+    S_ATT,
+    S_AUX,
+    S_CACHED,
+    S_CHURN,
+    S_CTX,
+    S_CUR,
+    S_IP,
+    S_NTURNS,
+    S_PIN,
+    S_PREV,
+    S_PROMPT,
+    S_SIZE,
+    S_THINK,
+    S_TTFT,
+    S_TURN,
+)
 from .stats import HIST_BUCKETS, HIST_MIN_MS, INV_LOG_RATIO, LOG_MIN, finish
 from .workload import Workload
 
@@ -312,8 +328,18 @@ def run_policy(wl: Workload, name: str, tap: Tap | None = None) -> dict[str, Any
         push(heap, (ready + decode_s, seq, DONE, sid, st[S_ATT]))
         seq += 1
 
-    return finish(prompt=s_prompt, cached=s_cached, hists=s_hist, counts=counts, pairs=pairs, same=same,
-                  sessions=seen, output_tokens=out_tokens, first_t=first_t, last_t=last_t)
+    return finish(
+        prompt=s_prompt,
+        cached=s_cached,
+        hists=s_hist,
+        counts=counts,
+        pairs=pairs,
+        same=same,
+        sessions=seen,
+        output_tokens=out_tokens,
+        first_t=first_t,
+        last_t=last_t,
+    )
 
 
 def simulate(wl: Workload, policies: Iterable[str]) -> dict[str, Any]:

@@ -47,15 +47,23 @@ def render_text(result: dict[str, Any]) -> str:
     def row(label: str, values: list[str]) -> None:
         lines.append(label.ljust(label_w) + "".join(v.rjust(col_w) for v in values))
 
-    for label, key, kind in (("hit rate", "hit_rate", "pct"), ("stability", "stability", "pct"),
-                             ("moves per session", "moves_per_session", "num"), ("imbalance", "imbalance", "num"),
-                             ("throughput tok/s", "throughput_tokens_per_s", "num"), ("requests", "requests", "int")):
+    for label, key, kind in (
+        ("hit rate", "hit_rate", "pct"),
+        ("stability", "stability", "pct"),
+        ("moves per session", "moves_per_session", "num"),
+        ("imbalance", "imbalance", "num"),
+        ("throughput tok/s", "throughput_tokens_per_s", "num"),
+        ("requests", "requests", "int"),
+    ):
         row(label, [_fmt(policies[n][key], kind) for n in names])
     by_turn = {n: {t["turn"]: t for t in policies[n]["per_turn"]} for n in names}
     turns = sorted({t for n in names for t in by_turn[n]})
     shown = _turns_to_show(turns)
-    for title, key, kind in (("hit rate per turn", "hit_rate", "pct"), ("TTFT p50 ms per turn", "ttft_p50_ms", "ms"),
-                             ("TTFT p95 ms per turn", "ttft_p95_ms", "ms")):
+    for title, key, kind in (
+        ("hit rate per turn", "hit_rate", "pct"),
+        ("TTFT p50 ms per turn", "ttft_p50_ms", "ms"),
+        ("TTFT p95 ms per turn", "ttft_p95_ms", "ms"),
+    ):
         lines.append(title)
         for turn in shown:
             row(f"  turn {turn}", [_fmt(by_turn[n].get(turn, {}).get(key), kind) for n in names])

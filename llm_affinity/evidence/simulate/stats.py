@@ -30,8 +30,15 @@ INV_LOG_RATIO = 1.0 / math.log(HIST_RATIO)
 LOG_MIN = math.log(HIST_MIN_MS)
 
 #: Keys of one policy's result (the contract of `simulate --format json`).
-POLICY_KEYS = ("hit_rate", "per_turn", "stability", "moves_per_session", "imbalance",
-               "throughput_tokens_per_s", "requests")
+POLICY_KEYS = (
+    "hit_rate",
+    "per_turn",
+    "stability",
+    "moves_per_session",
+    "imbalance",
+    "throughput_tokens_per_s",
+    "requests",
+)
 #: Keys of one per_turn entry.
 TURN_KEYS = ("turn", "hit_rate", "ttft_p50_ms", "ttft_p95_ms")
 
@@ -71,20 +78,33 @@ def hist_percentile(hist: list[int], q: float) -> float | None:
     return values[0] + (values[1] - values[0]) * frac
 
 
-def finish(*, prompt: list[int], cached: list[int], hists: list[list[int] | None], counts: list[int],
-           pairs: int, same: int, sessions: int, output_tokens: int, first_t: float, last_t: float) -> dict[str, Any]:
+def finish(
+    *,
+    prompt: list[int],
+    cached: list[int],
+    hists: list[list[int] | None],
+    counts: list[int],
+    pairs: int,
+    same: int,
+    sessions: int,
+    output_tokens: int,
+    first_t: float,
+    last_t: float,
+) -> dict[str, Any]:
     """The policy's report fields from the engine's counters (lists indexed by turn number)."""
     per_turn = []
     for turn in range(1, len(prompt)):
         h = hists[turn]
         if h is None:
             continue
-        per_turn.append({
-            "turn": turn,
-            "hit_rate": cached[turn] / prompt[turn] if prompt[turn] else None,
-            "ttft_p50_ms": hist_percentile(h, 50),
-            "ttft_p95_ms": hist_percentile(h, 95),
-        })
+        per_turn.append(
+            {
+                "turn": turn,
+                "hit_rate": cached[turn] / prompt[turn] if prompt[turn] else None,
+                "ttft_p50_ms": hist_percentile(h, 50),
+                "ttft_p95_ms": hist_percentile(h, 95),
+            }
+        )
     total_prompt, total_cached = sum(prompt), sum(cached)
     requests = sum(counts)
     mean = requests / len(counts) if counts else 0

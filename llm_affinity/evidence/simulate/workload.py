@@ -205,4 +205,3 @@ def load_file(path: str) -> Workload:
         at = f" at line {mark.line + 1}" if mark is not None else ""
         raise WorkloadError(f"workload {path}: not valid YAML{at}") from None
     return from_mapping(data, f"workload {path}")
-

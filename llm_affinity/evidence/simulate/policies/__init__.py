@@ -14,8 +14,19 @@ from .round_robin import RoundRobin
 from .source_ip import SourceIp
 from .sticky_load_aware import StickyLoadAware
 
-POLICIES: dict[str, type[Policy]] = {cls.name: cls for cls in (
-    RoundRobin, LeastOutstanding, LbCookie, AppCookie, SourceIp, ConsistentHash, PrefixAware,
-    CacheAware, StickyLoadAware)}
+POLICIES: dict[str, type[Policy]] = {
+    cls.name: cls
+    for cls in (
+        RoundRobin,
+        LeastOutstanding,
+        LbCookie,
+        AppCookie,
+        SourceIp,
+        ConsistentHash,
+        PrefixAware,
+        CacheAware,
+        StickyLoadAware,
+    )
+}
 
 __all__ = ["Fleet", "POLICIES", "Policy"]

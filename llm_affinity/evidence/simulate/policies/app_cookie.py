@@ -16,5 +16,7 @@ from .lb_cookie import LbCookie
 
 class AppCookie(LbCookie):
     name = "app_cookie"
-    source = ("AWS ELB: stickiness.type=app_cookie, stickiness.app_cookie.duration_seconds/cookie_name; "
-              "new sessions by least_outstanding_requests (StickyAlbFront app-cookie mode)")
+    source = (
+        "AWS ELB: stickiness.type=app_cookie, stickiness.app_cookie.duration_seconds/cookie_name; "
+        "new sessions by least_outstanding_requests (StickyAlbFront app-cookie mode)"
+    )

@@ -21,10 +21,10 @@ class Fleet:
     """The instances as policies see them (mutated in place by the engine)."""
 
     def __init__(self) -> None:
-        self.out: list[int] = []      # outstanding requests per instance index
-        self.alive: list[bool] = []   # False once failed or scaled in
-        self.active: list[int] = []   # indexes accepting new requests
-        self.epoch = 0                # bumped whenever `active` changes
+        self.out: list[int] = []  # outstanding requests per instance index
+        self.alive: list[bool] = []  # False once failed or scaled in
+        self.active: list[int] = []  # indexes accepting new requests
+        self.epoch = 0  # bumped whenever `active` changes
 
 
 class Policy:
@@ -34,8 +34,14 @@ class Policy:
     #: where the behaviour and its parameters come from (shown in docs/simulate.md)
     source = ""
 
-    def __init__(self, fleet: Fleet, system_tokens: int, cookie_duration_s: float, rnd: Callable[[], float],
-                 getrandbits: Callable[[int], int]) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        system_tokens: int,
+        cookie_duration_s: float,
+        rnd: Callable[[], float],
+        getrandbits: Callable[[int], int],
+    ) -> None:
         self.fleet = fleet
         self.system = system_tokens
         self.duration = cookie_duration_s

@@ -26,8 +26,10 @@ BALANCE_REL_THRESHOLD = 1.5
 
 class CacheAware(TreePolicy):
     name = "cache_aware"
-    source = ("SGLang router cache_aware: cache_threshold=0.3, balance_abs_threshold=64, "
-              "balance_rel_threshold=1.5 (sgl-project/sglang sgl-router router_args.py)")
+    source = (
+        "SGLang router cache_aware: cache_threshold=0.3, balance_abs_threshold=64, "
+        "balance_rel_threshold=1.5 (sgl-project/sglang sgl-router router_args.py)"
+    )
 
     def route(self, sid, st, now, prompt_private):
         fleet, rnd = self.fleet, self.rnd

@@ -16,8 +16,10 @@ from .base import S_LAST, S_PIN, Policy, least_outstanding
 
 class LbCookie(Policy):
     name = "lb_cookie"
-    source = ("AWS ELB: stickiness.type=lb_cookie, stickiness.lb_cookie.duration_seconds; "
-              "new sessions by least_outstanding_requests (StickyAlbFront)")
+    source = (
+        "AWS ELB: stickiness.type=lb_cookie, stickiness.lb_cookie.duration_seconds; "
+        "new sessions by least_outstanding_requests (StickyAlbFront)"
+    )
 
     def route(self, sid, st, now, prompt_private):
         pin = st[S_PIN]

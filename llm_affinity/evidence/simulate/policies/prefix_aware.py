@@ -24,8 +24,10 @@ MATCH_RATE_THRESHOLD = 0.1
 
 class PrefixAware(TreePolicy):
     name = "prefix_aware"
-    source = ("Ray Serve LLM PrefixCacheAffinityRouter: imbalanced_threshold=10, "
-              "match_rate_threshold=0.1, do_eviction=False (ray-project/ray prefix_aware_router.py)")
+    source = (
+        "Ray Serve LLM PrefixCacheAffinityRouter: imbalanced_threshold=10, "
+        "match_rate_threshold=0.1, do_eviction=False (ray-project/ray prefix_aware_router.py)"
+    )
 
     def route(self, sid, st, now, prompt_private):
         fleet, rnd = self.fleet, self.rnd

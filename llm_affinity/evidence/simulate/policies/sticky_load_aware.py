@@ -22,8 +22,10 @@ FACTOR = 2.0
 
 class StickyLoadAware(Policy):
     name = "sticky_load_aware"
-    source = ("sticky session cookie; re-pin when the instance has > 2 x the mean outstanding requests "
-              "(form of Ray Serve LLM imbalanced_threshold / SGLang balance_rel_threshold; value ours)")
+    source = (
+        "sticky session cookie; re-pin when the instance has > 2 x the mean outstanding requests "
+        "(form of Ray Serve LLM imbalanced_threshold / SGLang balance_rel_threshold; value ours)"
+    )
 
     def route(self, sid, st, now, prompt_private):
         fleet = self.fleet
