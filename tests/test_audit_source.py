@@ -13,7 +13,8 @@ import audit_fixtures as F
 from llm_affinity.checks.engine import evaluate
 from llm_affinity.checks.model import Candidate, Suppression, Unresolved
 from llm_affinity.checks.serving import launch_evidence
-from llm_affinity.checks.sources import aws, aws_build as B
+from llm_affinity.checks.sources import aws
+from llm_affinity.checks.sources.aws import build as B
 
 
 @pytest.fixture

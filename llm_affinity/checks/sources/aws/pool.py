@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import IO, Any, Callable
 
-from .aws_errors import TimedOut
+from .errors import TimedOut
 
 
 class Deadline:

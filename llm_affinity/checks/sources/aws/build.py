@@ -1,6 +1,6 @@
 """Thin adapters from AWS API answers (plain dicts, as boto3 returns them) to model objects.
-No boto3 import, no I/O: the live source (:mod:`.aws`) fetches, this module reshapes each
-answer into CloudFormation-shaped properties and hands them to :mod:`..normalize` — the same
+No boto3 import, no I/O: the readers of this package fetch, this module reshapes each
+answer into CloudFormation-shaped properties and hands them to :mod:`...normalize` — the same
 functions the template source uses, so a resource gives the same settings from both sources.
 
 An answer the API did not give becomes :class:`Unresolved` (never a guess): attributes that
@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from .. import normalize as N
-from ..definitions import IGNORE_REASON_TAG, IGNORE_TAG
-from ..model import (
+from ... import normalize as N
+from ...definitions import IGNORE_REASON_TAG, IGNORE_TAG
+from ...model import (
     UNKNOWN,
     Alarm,
     Candidate,

@@ -1,8 +1,8 @@
 """What went wrong with one AWS call, in one line: the coverage status it earns and a message.
 
-Kept apart from the readers (``aws.py``) because every status the audit reports comes from
-here, and because the messages are what a user reads: they must be one line, name the real
-endpoint of the region asked, and never carry a server's raw HTML error page.
+Kept apart from the readers because every status the audit reports comes from here, and
+because the messages are what a user reads: they must be one line, name the real endpoint of
+the region asked, and never carry a server's raw HTML error page.
 """
 
 from __future__ import annotations

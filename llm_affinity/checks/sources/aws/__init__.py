@@ -41,13 +41,13 @@ import boto3
 import botocore.exceptions as bexc
 from botocore.config import Config
 
-from ..model import ROLE_TAG, Model, ModelError, Unresolved
-from . import aws_build as B
-from .aws_errors import NOTHING_MISSING, READ_STATUSES, STATUS_RANK, TimedOut, classify
-from .aws_errors import is_not_found as _is_not_found
-from .aws_errors import name_does_not_exist
-from .aws_errors import one_line as _one_line
-from .aws_exec import DaemonPool, Deadline, ProgressLines
+from ...model import ROLE_TAG, Model, ModelError, Unresolved
+from . import build as B
+from .errors import NOTHING_MISSING, READ_STATUSES, STATUS_RANK, TimedOut, classify
+from .errors import is_not_found as _is_not_found
+from .errors import name_does_not_exist
+from .errors import one_line as _one_line
+from .pool import DaemonPool, Deadline, ProgressLines
 
 SERVICES = ("elbv2", "autoscaling", "ec2", "ecs", "cloudwatch", "bedrock-agentcore-control")
 
@@ -648,7 +648,7 @@ class _Audit:
             for reservation in result:
                 for inst in reservation.get("Instances") or ():
                     found[inst["InstanceId"]] = inst
-        from ..definitions import is_accelerated_instance_type
+        from ...definitions import is_accelerated_instance_type
 
         plain = [i for i in sorted(found) if isinstance(found[i].get("InstanceType"), str)
                  and not is_accelerated_instance_type(found[i]["InstanceType"])]
