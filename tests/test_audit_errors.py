@@ -49,7 +49,7 @@ def _inject(monkeypatch, hooks: dict, first: dict | None = None):
             for event, handler in (first or {}).items():
                 self.events.register_first(event, handler)
 
-    monkeypatch.setattr(aws, "SESSION_FACTORY", Injected)
+    monkeypatch.setattr(aws.config, "SESSION_FACTORY", Injected)
 
 
 def test_cloudwatch_denied_others_still_report(account):
@@ -89,7 +89,7 @@ def test_elbv2_throttled_past_retries(account):
         sent.append(request.url)
         return AWSResponse(request.url, 400, {"Content-Type": "text/xml"}, Raw())
 
-    account.setattr(aws, "MAX_ATTEMPTS", 2)
+    account.setattr(aws.config, "MAX_ATTEMPTS", 2)
     _inject(account, {}, first={"before-send.elastic-load-balancing-v2.DescribeTargetGroups": throttle})
     result = aws.collect(regions=["us-east-1"])
     assert len(sent) == 2  # botocore retried (standard mode) before giving up
@@ -158,7 +158,7 @@ def _audit_without_gateway_endpoint(monkeypatch, errno: int):
             endpoint_url="https://bedrock-agentcore-control.us-east-1.amazonaws.com/gateways/", error=cause)
 
     F.seed_good()
-    monkeypatch.setattr(aws, "MAX_ATTEMPTS", 1)
+    monkeypatch.setattr(aws.config, "MAX_ATTEMPTS", 1)
     _inject(monkeypatch, {"before-call.bedrock-agentcore-control.ListGateways": no_endpoint})
     return aws.collect(regions=["us-east-1"])
 
@@ -225,7 +225,7 @@ def test_connection_refused(env):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again below: nothing listens there
-    env.setattr(aws, "MAX_ATTEMPTS", 1)
+    env.setattr(aws.config, "MAX_ATTEMPTS", 1)
     result = aws.collect(regions=["us-east-1"], endpoint_url=f"http://127.0.0.1:{port}")
     assert result.reached_any is False
     (err,) = result.errors
@@ -243,7 +243,7 @@ def test_invalid_region_name(account):
 
 def test_a_reader_bug_is_an_error_not_a_traceback(account):
     F.seed_good()
-    account.setattr(aws._Audit, "read_cloudwatch", lambda self, region, cov: 1 / 0)
+    account.setattr(aws.cloudwatch, "read", lambda session, region, cov: 1 / 0)
     result = aws.collect(regions=["us-east-1"])
     assert result.coverage["services"]["us-east-1/cloudwatch"] == "error"
     assert "ZeroDivisionError" in result.errors[0].message

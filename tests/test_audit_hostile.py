@@ -96,7 +96,7 @@ def _session_with(monkeypatch, **first: object) -> None:
             for event, handler in first.items():
                 self.events.register_first(event.replace("__", "."), handler)
 
-    monkeypatch.setattr(aws, "SESSION_FACTORY", Injected)
+    monkeypatch.setattr(aws.config, "SESSION_FACTORY", Injected)
 
 
 # --- the endpoint URL is checked before anything is sent -------------------------------------
@@ -165,7 +165,7 @@ def test_messages_name_the_endpoint_of_the_region_asked(env, capsys):
         cause = socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
         raise bexc.EndpointConnectionError(endpoint_url=request.url, error=cause)
 
-    env.setattr(aws, "MAX_ATTEMPTS", 1)
+    env.setattr(aws.config, "MAX_ATTEMPTS", 1)
     _session_with(env, **{"before-send": no_network})
     assert cli.main(["audit", "--region", "eu-west-1", "--format", "json"]) == 3
     out = json.loads(capsys.readouterr().out)
@@ -190,7 +190,7 @@ def test_raw_500_pages_are_summarised(env):
     def page(request, **_):
         return AWSResponse(request.url, 500, {"Content-Type": "text/html; charset=utf-8"}, Body())
 
-    env.setattr(aws, "MAX_ATTEMPTS", 1)
+    env.setattr(aws.config, "MAX_ATTEMPTS", 1)
     _session_with(env, **{"before-send__elastic-load-balancing-v2__DescribeLoadBalancers": page,
                           "before-send__bedrock-agentcore-control__ListGateways": page})
     with mock_aws():
@@ -211,7 +211,7 @@ def test_raw_500_pages_are_summarised(env):
 def test_never_answering_endpoint_ends_within_the_deadline(silent):
     """Without the deadline STS alone would wait 3 attempts x 20 s read timeout."""
     proc, took = _cli("--endpoint-url", silent.url, "--region", "us-east-1", "--format", "json", "--timeout", "3")
-    assert took < aws.READ_TIMEOUT, f"{took:.1f} s"
+    assert took < aws.config.READ_TIMEOUT, f"{took:.1f} s"
     assert proc.returncode == 3, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)  # the report alone on stdout
     assert out["coverage"]["timed_out"] is True
@@ -249,7 +249,7 @@ def test_detail_calls_that_hang_leave_a_partial_report(env):
             took = time.monotonic() - started
     finally:
         release.set()
-    assert took < LISTS_DONE_BY + aws.GRACE + 5, f"{took:.1f} s"
+    assert took < LISTS_DONE_BY + aws.config.GRACE + 5, f"{took:.1f} s"
     services = result.coverage["services"]
     assert services["us-east-1/elbv2"] == "partial" and services["us-east-1/autoscaling"] == "ok"
     (err,) = [e for e in result.errors if e.input == "us-east-1/elbv2"]
@@ -261,7 +261,7 @@ def test_detail_calls_that_hang_leave_a_partial_report(env):
 
 
 def test_progress_lines_on_a_stderr_that_is_not_a_terminal(silent, env, capsys):
-    env.setattr(aws, "PROGRESS_EVERY", 0.4)
+    env.setattr(aws.config, "PROGRESS_EVERY", 0.4)
     code = cli.main(["audit", "--endpoint-url", silent.url, "--region", "us-east-1", "--format", "json",
                      "--timeout", "3"])
     out, err = capsys.readouterr()

@@ -38,7 +38,7 @@ def recorded():
 
     mp = pytest.MonkeyPatch()
     F.use_fake_credentials(mp)
-    mp.setattr(aws, "SESSION_FACTORY", Recording)
+    mp.setattr(aws.config, "SESSION_FACTORY", Recording)
     try:
         with mock_aws():
             F.seed_bad("us-east-1")
@@ -102,7 +102,7 @@ def _enforced_audit(monkeypatch, actions: list[str], run=None):
             super().__init__(*a, **kw)
             F.capacity_strategy_hook(self)
 
-    monkeypatch.setattr(aws, "SESSION_FACTORY", WithCapacity)
+    monkeypatch.setattr(aws.config, "SESSION_FACTORY", WithCapacity)
     with mock_aws():
         ids = F.seed_bad()
         F.seed_serving()

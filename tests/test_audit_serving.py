@@ -43,7 +43,7 @@ def serving(monkeypatch):
     F.use_fake_credentials(monkeypatch)
 
     def run(*deny: str):
-        monkeypatch.setattr(aws, "SESSION_FACTORY", type("S", (_WithCapacity,), {"deny": deny}))
+        monkeypatch.setattr(aws.config, "SESSION_FACTORY", type("S", (_WithCapacity,), {"deny": deny}))
         with mock_aws():
             ids = F.seed_serving()
             return ids, aws.collect(regions=["us-east-1"])

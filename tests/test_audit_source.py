@@ -360,7 +360,7 @@ def test_concurrency_is_bounded_by_max_workers(account, monkeypatch):
             self.events.register("after-call", leave)
             self.events.register("after-call-error", leave)
 
-    monkeypatch.setattr(aws, "SESSION_FACTORY", Watching)
+    monkeypatch.setattr(aws.config, "SESSION_FACTORY", Watching)
     result = aws.collect(regions=["us-east-1"], max_workers=4)
     assert result.reached_any and len(result.models[0].target_groups) == 30
     assert 1 < state["peak"] <= 4

@@ -99,7 +99,7 @@ def test_template_and_moto_answer_give_identical_settings(tmp_path_factory, monk
 def test_unreadable_attributes_give_identical_settings_and_unknowns(tmp_path, monkeypatch):
     F.use_fake_credentials(monkeypatch)
     template = _template(tmp_path, {}, {}, unreadable=True)
-    monkeypatch.setattr(aws, "SESSION_FACTORY", _Denying)
+    monkeypatch.setattr(aws.config, "SESSION_FACTORY", _Denying)
     with mock_aws():
         live = _live({"stickiness.enabled": "true"}, {})
     tpl_tg, live_tg = template.target_groups[0], live.target_groups[0]
