@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from concurrent.futures import FIRST_COMPLETED, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -107,8 +107,10 @@ def collect(regions: list[str] | None = None, all_regions: bool = False, profile
         user_agent_extra="llm-affinity-audit",
     )
     audit = AuditSession(session, client_config, endpoint_url, max_workers, deadline)
+    run = _Run(session=audit, asked=regions, all_regions=all_regions, default_region=default_region,
+               progress=progress, errors=errors, coverage=coverage, give_up=give_up, phase=_Phase(audit))
     try:
-        return _run(audit, regions, all_regions, default_region, progress, errors, coverage, give_up)
+        return _run(run)
     finally:
         audit.close()
 
@@ -158,22 +160,62 @@ class _Phase:
         return line
 
 
-def _run(audit: AuditSession, regions, all_regions, default_region, progress, errors, coverage, give_up):
-    phase = _Phase(audit)
-    lines = ProgressLines(phase, config.PROGRESS_EVERY).start() if progress == "lines" else None
+#: one reader job: the coverage entries it accounts for, and the call that reads
+_Job = tuple[list[Coverage], Callable[[], Part]]
+
+
+@dataclass
+class _Run:
+    """What the steps of one audit run share: the session, what was asked, where the errors and
+    the coverage go, how to stop early (``give_up``), the progress phase, and, once known, the
+    home region, the regions read and the coverage entry of every region/service."""
+
+    session: AuditSession
+    asked: list[str] | None  # the regions as given (``--region``)
+    all_regions: bool
+    default_region: str
+    progress: bool | str
+    errors: list[ModelError]
+    coverage: dict[str, Any]
+    give_up: Callable[[str, str], AuditResult]
+    phase: _Phase
+    home: str = ""  # where the account is identified: the first region asked, else the default
+    regions: list[str] = field(default_factory=list)
+    covs: dict[str, Coverage] = field(default_factory=dict)
+
+    @property
+    def deadline(self) -> Deadline:
+        return self.session.deadline
+
+
+def _run(run: _Run) -> AuditResult:
+    lines = ProgressLines(run.phase, config.PROGRESS_EVERY).start() if run.progress == "lines" else None
     try:
-        return _read_all(audit, regions, all_regions, default_region, progress, errors, coverage, give_up, phase)
+        return _read_all(run)
     finally:
         if lines is not None:
             lines.stop()
 
 
-def _read_all(audit: AuditSession, regions, all_regions, default_region, progress, errors, coverage, give_up, phase):
-    deadline = audit.deadline
-    requested = [r.strip() for r in (regions or []) if r and r.strip()]
-    home = requested[0] if requested else default_region
+def _read_all(run: _Run) -> AuditResult:
+    requested = [r.strip() for r in (run.asked or []) if r and r.strip()]
+    run.home = requested[0] if requested else run.default_region
+    stopped = _identify(run)
+    if stopped is not None:
+        return stopped
+    run.regions = _resolve_regions(run, requested)
+    run.coverage["regions"] = run.regions
+    run.coverage["account"] = run.session.account
+    model = _merge(run.session, _read_services(run, _reader_jobs(run)))
+    _read_registered_targets(run, model)
+    _settle_coverage(run, model)
+    return _result(run, model)
 
-    # who am I (also a cheap credential check: GetCallerIdentity needs no permission)
+
+def _identify(run: _Run) -> AuditResult | None:
+    """Who am I (also a cheap credential check: GetCallerIdentity needs no permission). The
+    audit's result when it cannot go on (credentials denied, the one endpoint unreachable)."""
+    audit, home = run.session, run.home
     try:
         audit.partition = audit.session.get_partition_for_region(home) or "aws"
     except Exception:
@@ -184,32 +226,40 @@ def _read_all(audit: AuditSession, regions, all_regions, default_region, progres
     except Exception as exc:
         status, message = classify(exc, config.MAX_ATTEMPTS)
         if status == "denied" or (status == "unreachable" and audit.single_endpoint):
-            _fill_calls(audit, coverage)
-            return give_up(f"{home}/sts", f"could not check: {message}")
-        errors.append(ModelError(f"{home}/sts", f"account id unknown: {message}"))
+            _fill_calls(audit, run.coverage)
+            return run.give_up(f"{home}/sts", f"could not check: {message}")
+        run.errors.append(ModelError(f"{home}/sts", f"account id unknown: {message}"))
+    return None
 
-    if all_regions:
-        phase.text = "listing the account's regions (ec2:DescribeRegions)"
+
+def _resolve_regions(run: _Run, requested: list[str]) -> list[str]:
+    """The regions to read: those asked, plus the account's own with ``all_regions``; the home
+    region when none; each once, in order."""
+    audit, home = run.session, run.home
+    if run.all_regions:
+        run.phase.text = "listing the account's regions (ec2:DescribeRegions)"
         try:
             found = audit.call(lambda: audit.client("ec2", home).describe_regions(AllRegions=False))["Regions"]
             listed = sorted(r["RegionName"] for r in found)
             requested = sorted(set(requested) | set(listed))
         except Exception as exc:
             status, message = classify(exc, config.MAX_ATTEMPTS)
-            errors.append(ModelError(f"{home}/ec2", f"could not list the account's regions: {message}"))
+            run.errors.append(ModelError(f"{home}/ec2", f"could not list the account's regions: {message}"))
             requested = requested or [home]
     if not requested:
         requested = [home]
-    requested = list(dict.fromkeys(requested))
-    coverage["regions"] = requested
-    coverage["account"] = audit.account
+    return list(dict.fromkeys(requested))
 
-    covs: dict[str, Coverage] = {}
-    jobs: list[tuple[list[Coverage], Callable[[], Part]]] = []
-    for region in requested:
+
+def _reader_jobs(run: _Run) -> list[_Job]:
+    """One job per region and reader, and a coverage entry per region and service. Readers are
+    looked up on their module when the job runs (a test may substitute one)."""
+    audit = run.session
+    jobs: list[_Job] = []
+    for region in run.regions:
         c = {s: Coverage(region, s) for s in config.SERVICES}
         for s in config.SERVICES:
-            covs[c[s].key] = c[s]
+            run.covs[c[s].key] = c[s]
         jobs.append(([c["elbv2"]], lambda r=region, c=c: elbv2.read(audit, r, c["elbv2"])))
         jobs.append(([c["autoscaling"], c["ec2"]],
                      lambda r=region, c=c: autoscaling.read(audit, r, c["autoscaling"], c["ec2"])))
@@ -217,10 +267,17 @@ def _read_all(audit: AuditSession, regions, all_regions, default_region, progres
         jobs.append(([c["cloudwatch"]], lambda r=region, c=c: cloudwatch.read(audit, r, c["cloudwatch"])))
         jobs.append(([c["bedrock-agentcore-control"]],
                      lambda r=region, c=c: agentcore.read(audit, r, c["bedrock-agentcore-control"])))
-    phase.covs = covs
+    run.phase.covs = run.covs
+    return jobs
 
+
+def _read_services(run: _Run, jobs: list[_Job]) -> list[Part]:
+    """Run the reader jobs on their own pool of threads (their calls go to the session's pool)
+    until all are done or the deadline + :data:`config.GRACE` has passed; a job still running
+    then makes its services ``timed-out``."""
+    deadline = run.deadline
     bar = None
-    if progress is True or progress == "bar":
+    if run.progress is True or run.progress == "bar":
         from tqdm import tqdm  # only when asked: nothing extra in JSON/SARIF mode
 
         bar = tqdm(total=len(jobs), desc="audit", unit="service", file=sys.stderr, leave=False)
@@ -238,7 +295,7 @@ def _read_all(audit: AuditSession, regions, all_regions, default_region, progres
             for fut in done:
                 job_covs = pending.pop(fut)
                 parts.append(fut.result())
-                phase.done.update(cov.key for cov in job_covs)
+                run.phase.done.update(cov.key for cov in job_covs)
                 if bar is not None:
                     bar.update(1)
         for fut, job_covs in pending.items():  # still stuck past the deadline + grace
@@ -249,7 +306,11 @@ def _read_all(audit: AuditSession, regions, all_regions, default_region, progres
         readers.shutdown(wait=False)
         if bar is not None:
             bar.close()
+    return parts
 
+
+def _merge(audit: AuditSession, parts: list[Part]) -> Model:
+    """One model for the account from what every reader produced."""
     model = Model(scope=f"aws:{audit.account or 'account'}")
     for part in parts:
         model.load_balancers += part.load_balancers
@@ -260,32 +321,44 @@ def _read_all(audit: AuditSession, regions, all_regions, default_region, progres
         model.services += part.services
         model.gateways += part.gateways
         model.alarms += part.alarms
+    return model
 
-    # registered targets, only where nothing else tells (see _target_reads)
-    phase.text = "reading registered targets"
+
+def _read_registered_targets(run: _Run, model: Model) -> None:
+    """Registered targets, only where nothing else tells (see :func:`_target_reads`)."""
+    run.phase.text = "reading registered targets"
     for region, (count_only, instance_tgs) in _target_reads(model).items():
-        model.engines += targets.read(audit, region, count_only, instance_tgs, covs[f"{region}/elbv2"],
-                                      covs[f"{region}/ec2"]).engines
+        part = targets.read(run.session, region, count_only, instance_tgs, run.covs[f"{region}/elbv2"],
+                            run.covs[f"{region}/ec2"])
+        model.engines += part.engines
 
-    _explain_unreachable(audit, covs)
-    for key in sorted(covs):
-        cov = covs[key]
+
+def _settle_coverage(run: _Run, model: Model) -> None:
+    """Each region/service's final status into the coverage, its errors into the audit's, and
+    what could not be read into the model (rules that need it stay silent)."""
+    deadline = run.deadline
+    _explain_unreachable(run.session, run.covs)
+    for key in sorted(run.covs):
+        cov = run.covs[key]
         if cov.status == "error" and not cov.problems and deadline.expired():
             cov.fail(deadline.error(), fatal=True)  # never started before the deadline
-        coverage["services"][key] = cov.status
-        errors.extend(cov.errors())
+        run.coverage["services"][key] = cov.status
+        run.errors.extend(cov.errors())
         if cov.unreadable:
             model.unreadable.add(cov.service)
             if cov.service == "cloudwatch":
                 model.alarms_known = False
 
+
+def _result(run: _Run, model: Model) -> AuditResult:
+    deadline, coverage = run.deadline, run.coverage
     model.finish()
-    _fill_calls(audit, coverage)
+    _fill_calls(run.session, coverage)
     coverage["timed_out"] = deadline.expired()
     coverage["duration_seconds"] = round(deadline.elapsed(), 3)
     coverage["resources_checked"] = model.resources_checked
     reached = any(s in READ_STATUSES for s in coverage["services"].values())
-    return AuditResult([model] if reached else [], errors, coverage, reached)
+    return AuditResult([model] if reached else [], run.errors, coverage, reached)
 
 
 def _target_reads(model: Model) -> dict[str, tuple[list, list]]:
