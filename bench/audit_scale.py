@@ -129,22 +129,40 @@ def naive(endpoint: str) -> dict:
 
     lbs = pages(elb, "describe_load_balancers", "LoadBalancers")
     tgs = pages(elb, "describe_target_groups", "TargetGroups")
-    lb_attrs = {lb["LoadBalancerArn"]: elb.describe_load_balancer_attributes(
-        LoadBalancerArn=lb["LoadBalancerArn"])["Attributes"] for lb in lbs}
-    tg_attrs = {tg["TargetGroupArn"]: elb.describe_target_group_attributes(
-        TargetGroupArn=tg["TargetGroupArn"])["Attributes"] for tg in tgs}
+    lb_attrs = {
+        lb["LoadBalancerArn"]: elb.describe_load_balancer_attributes(LoadBalancerArn=lb["LoadBalancerArn"])[
+            "Attributes"
+        ]
+        for lb in lbs
+    }
+    tg_attrs = {
+        tg["TargetGroupArn"]: elb.describe_target_group_attributes(TargetGroupArn=tg["TargetGroupArn"])["Attributes"]
+        for tg in tgs
+    }
     arns = [x["LoadBalancerArn"] for x in lbs] + [x["TargetGroupArn"] for x in tgs]
-    tags = [elb.describe_tags(ResourceArns=arns[i:i + 20]) for i in range(0, len(arns), 20)]
-    listeners = [ls for lb in lbs for ls in pages(elb, "describe_listeners", "Listeners",
-                                                  LoadBalancerArn=lb["LoadBalancerArn"])]
-    rules = [pages(elb, "describe_rules", "Rules", ListenerArn=ls["ListenerArn"]) for ls in listeners
-             if ls.get("Protocol") in ("HTTP", "HTTPS")]
+    tags = [elb.describe_tags(ResourceArns=arns[i : i + 20]) for i in range(0, len(arns), 20)]
+    listeners = [
+        ls for lb in lbs for ls in pages(elb, "describe_listeners", "Listeners", LoadBalancerArn=lb["LoadBalancerArn"])
+    ]
+    rules = [
+        pages(elb, "describe_rules", "Rules", ListenerArn=ls["ListenerArn"])
+        for ls in listeners
+        if ls.get("Protocol") in ("HTTP", "HTTPS")
+    ]
     groups = pages(asg, "describe_auto_scaling_groups", "AutoScalingGroups")
     hooks = [asg.describe_lifecycle_hooks(AutoScalingGroupName=g["AutoScalingGroupName"]) for g in groups]
     templates = pages(ec2, "describe_launch_templates", "LaunchTemplates")
     used = {g["LaunchTemplate"]["LaunchTemplateId"] for g in groups if g.get("LaunchTemplate")}
-    versions = [pages(ec2, "describe_launch_template_versions", "LaunchTemplateVersions",
-                      LaunchTemplateId=t, Versions=["$Default"]) for t in sorted(used)]
+    versions = [
+        pages(
+            ec2,
+            "describe_launch_template_versions",
+            "LaunchTemplateVersions",
+            LaunchTemplateId=t,
+            Versions=["$Default"],
+        )
+        for t in sorted(used)
+    ]
     alarms = pages(cw, "describe_alarms", "MetricAlarms")
     gateways = [gw.get_gateway(gatewayIdentifier=g["gatewayId"]) for g in pages(gw, "list_gateways", "items")]
     # ECS services behind target groups: their task definitions and capacity providers
@@ -152,16 +170,25 @@ def naive(endpoint: str) -> dict:
     for cluster in pages(ecs, "list_clusters", "clusterArns"):
         arns = pages(ecs, "list_services", "serviceArns", cluster=cluster)
         for i in range(0, len(arns), 10):
-            services += ecs.describe_services(cluster=cluster, services=arns[i:i + 10], include=["TAGS"])["services"]
+            services += ecs.describe_services(cluster=cluster, services=arns[i : i + 10], include=["TAGS"])["services"]
     behind = [s for s in services if any(lb.get("targetGroupArn") for lb in s.get("loadBalancers") or [])]
     tasks = [ecs.describe_task_definition(taskDefinition=t) for t in sorted({s["taskDefinition"] for s in behind})]
-    providers = sorted({c["capacityProvider"] for s in behind for c in s.get("capacityProviderStrategy") or []
-                        if c["capacityProvider"] not in ("FARGATE", "FARGATE_SPOT")})
+    providers = sorted(
+        {
+            c["capacityProvider"]
+            for s in behind
+            for c in s.get("capacityProviderStrategy") or []
+            if c["capacityProvider"] not in ("FARGATE", "FARGATE_SPOT")
+        }
+    )
     if providers:
         ecs.describe_capacity_providers(capacityProviders=providers)
     # registered targets of the groups nothing else explains (the same choice as the audit)
-    by_arn = {d["ResourceArn"]: {t["Key"]: t["Value"] for t in d.get("Tags") or []}
-              for page in tags for d in page["TagDescriptions"]}
+    by_arn = {
+        d["ResourceArn"]: {t["Key"]: t["Value"] for t in d.get("Tags") or []}
+        for page in tags
+        for d in page["TagDescriptions"]
+    }
     fed = {t for g in groups for t in g.get("TargetGroupARNs") or []}
     fed |= {lb["targetGroupArn"] for s in services for lb in s.get("loadBalancers") or [] if lb.get("targetGroupArn")}
     instance_ids = set()
@@ -178,9 +205,22 @@ def naive(endpoint: str) -> dict:
             instance_ids |= {d["Target"]["Id"] for d in health}
     ids = sorted(instance_ids)
     for i in range(0, len(ids), 200):
-        pages(ec2, "describe_instances", "Reservations", Filters=[{"Name": "instance-id", "Values": ids[i:i + 200]}])
-    size = (len(lbs), len(tgs), len(lb_attrs), len(tg_attrs), len(tags), len(rules), len(hooks),
-            len(templates), len(versions), len(alarms), len(gateways), len(services), len(tasks))
+        pages(ec2, "describe_instances", "Reservations", Filters=[{"Name": "instance-id", "Values": ids[i : i + 200]}])
+    size = (
+        len(lbs),
+        len(tgs),
+        len(lb_attrs),
+        len(tg_attrs),
+        len(tags),
+        len(rules),
+        len(hooks),
+        len(templates),
+        len(versions),
+        len(alarms),
+        len(gateways),
+        len(services),
+        len(tasks),
+    )
     return {"api_calls": calls[0], "sizes": size}
 
 
@@ -200,17 +240,25 @@ def run_child(kind: str, endpoint: str, workers: int) -> dict:
         if not result.reached_any or result.errors:
             raise SystemExit(f"audit failed: {result.errors}")
         model = result.models[0]
-        out = {"api_calls": result.coverage["api_calls"], "http_requests": result.coverage["http_requests"],
-               "operations": result.coverage["operations"],
-               "sizes": (len(model.load_balancers), len(model.target_groups), len(model.fleets))}
+        out = {
+            "api_calls": result.coverage["api_calls"],
+            "http_requests": result.coverage["http_requests"],
+            "operations": result.coverage["operations"],
+            "sizes": (len(model.load_balancers), len(model.target_groups), len(model.fleets)),
+        }
     out["seconds"] = time.perf_counter() - start
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
 
 def measure(kind: str, endpoint: str, workers: int, env: dict) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--child", kind, "--endpoint", endpoint,
-                           "--workers", str(workers)], env=env, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", kind, "--endpoint", endpoint, "--workers", str(workers)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{kind} run failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -247,8 +295,12 @@ def main() -> int:
     n_tg, n_lb, n_asg = (max(1, round(x * args.scale)) for x in (1000, 200, 50))
     workers = [int(w) for w in args.workers.split(",")]
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     direct = f"http://127.0.0.1:{port}"
     try:
         for _ in range(150):
@@ -267,8 +319,11 @@ def main() -> int:
                 print(f"\rseeding {done[0]}/{total}", end="", file=sys.stderr, flush=True)
 
         F.seed_scale(direct, REGION, target_groups=n_tg, load_balancers=n_lb, asgs=n_asg, progress=tick)
-        print(f"\nseeded {n_tg} target groups, {n_lb} ALBs (1 listener each), {n_asg} ASGs "
-              f"in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        print(
+            f"\nseeded {n_tg} target groups, {n_lb} ALBs (1 listener each), {n_asg} ASGs "
+            f"in {time.perf_counter() - t0:.1f} s",
+            file=sys.stderr,
+        )
         proxy, delayed = start_delay_proxy(direct, args.delay_ms / 1000)
 
         rows = []
@@ -284,29 +339,55 @@ def main() -> int:
         server.wait(timeout=10)
 
     print()
-    print(f"account: {n_tg} target groups, {n_lb} ALBs + listeners, {n_asg} Auto Scaling groups "
-          f"({os.cpu_count()} CPUs; moto_server shares them)")
-    print(f"{'network':<22}{'workers':>8}{'sequential s':>14}{'audit s':>10}{'speed-up':>10}"
-          f"{'calls seq':>11}{'calls audit':>13}{'audit RSS MB':>14}")
+    print(
+        f"account: {n_tg} target groups, {n_lb} ALBs + listeners, {n_asg} Auto Scaling groups "
+        f"({os.cpu_count()} CPUs; moto_server shares them)"
+    )
+    print(
+        f"{'network':<22}{'workers':>8}{'sequential s':>14}{'audit s':>10}{'speed-up':>10}"
+        f"{'calls seq':>11}{'calls audit':>13}{'audit RSS MB':>14}"
+    )
     for label, w, seq, aud in rows:
-        print(f"{label:<22}{w:>8}{seq['seconds']:>14.2f}{aud['seconds']:>10.2f}"
-              f"{seq['seconds'] / aud['seconds']:>9.1f}x{seq['api_calls']:>11}{aud['api_calls']:>13}"
-              f"{aud['peak_rss_mb']:>14.0f}")
+        print(
+            f"{label:<22}{w:>8}{seq['seconds']:>14.2f}{aud['seconds']:>10.2f}"
+            f"{seq['seconds'] / aud['seconds']:>9.1f}x{seq['api_calls']:>11}{aud['api_calls']:>13}"
+            f"{aud['peak_rss_mb']:>14.0f}"
+        )
     ops = rows[-1][3]["operations"]
-    pages = sum(ops.get(f"{svc}:{op}", 0) for svc, op in (
-        ("elasticloadbalancing", "DescribeLoadBalancers"), ("elasticloadbalancing", "DescribeTargetGroups"),
-        ("autoscaling", "DescribeAutoScalingGroups"), ("ec2", "DescribeLaunchTemplates"),
-        ("cloudwatch", "DescribeAlarms"), ("bedrock-agentcore", "ListGateways"), ("ecs", "ListClusters")))
+    pages = sum(
+        ops.get(f"{svc}:{op}", 0)
+        for svc, op in (
+            ("elasticloadbalancing", "DescribeLoadBalancers"),
+            ("elasticloadbalancing", "DescribeTargetGroups"),
+            ("autoscaling", "DescribeAutoScalingGroups"),
+            ("ec2", "DescribeLaunchTemplates"),
+            ("cloudwatch", "DescribeAlarms"),
+            ("bedrock-agentcore", "ListGateways"),
+            ("ecs", "ListClusters"),
+        )
+    )
     # registered targets: groups a load balancer uses (the first n_lb), no ASG feeds (the first
     # n_asg), not tagged inference (seed_scale tags sticky groups i % 3 == 0): none registered
     health = sum(1 for i in range(n_asg, min(n_lb, n_tg)) if not (i % 2 and i % 3 == 0))
-    minimum = (pages + n_tg + n_lb + math.ceil((n_tg + n_lb) / 20) + n_lb + n_lb + n_asg
-               + ops.get("ec2:DescribeLaunchTemplateVersions", 0) + health + 1)
-    print(f"minimum calls for this account: {minimum} = {pages} list pages (as the server pages them) + "
-          f"{n_tg} TG + {n_lb} LB attribute calls + {math.ceil((n_tg + n_lb) / 20)} tag batches of 20 + "
-          f"{n_lb} listener + {n_lb} rule lists + {n_asg} hook lists + one version call per launch template "
-          f"+ {health} target-health calls (groups behind a load balancer that nothing else explains) "
-          f"+ 1 identity call")
+    minimum = (
+        pages
+        + n_tg
+        + n_lb
+        + math.ceil((n_tg + n_lb) / 20)
+        + n_lb
+        + n_lb
+        + n_asg
+        + ops.get("ec2:DescribeLaunchTemplateVersions", 0)
+        + health
+        + 1
+    )
+    print(
+        f"minimum calls for this account: {minimum} = {pages} list pages (as the server pages them) + "
+        f"{n_tg} TG + {n_lb} LB attribute calls + {math.ceil((n_tg + n_lb) / 20)} tag batches of 20 + "
+        f"{n_lb} listener + {n_lb} rule lists + {n_asg} hook lists + one version call per launch template "
+        f"+ {health} target-health calls (groups behind a load balancer that nothing else explains) "
+        f"+ 1 identity call"
+    )
     print("audit calls by action: " + ", ".join(f"{k.split(':')[1]}={v}" for k, v in ops.items()))
     return 0
 

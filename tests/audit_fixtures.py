@@ -37,14 +37,16 @@ def fake_credentials(env: dict | None = None) -> dict:
     env = dict(os.environ if env is None else env)
     for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
         env.pop(key, None)
-    env.update({
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": os.devnull,
-        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-        "AWS_EC2_METADATA_DISABLED": "true",
-    })
+    env.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+    )
     return env
 
 
@@ -74,14 +76,22 @@ class Clients:
     def network(self) -> tuple[str, list[str]]:
         vpc = self.ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
         subnets = [
-            self.ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24",
-                                   AvailabilityZone=f"{self.region}{zone}")["Subnet"]["SubnetId"]
+            self.ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"{self.region}{zone}")[
+                "Subnet"
+            ]["SubnetId"]
             for i, zone in ((1, "a"), (2, "b"))
         ]
         return vpc, subnets
 
-    def lb(self, name: str, subnets: list[str], kind: str = "application", scheme: str = "internet-facing",
-           attrs: dict | None = None, tags: dict | None = None) -> str:
+    def lb(
+        self,
+        name: str,
+        subnets: list[str],
+        kind: str = "application",
+        scheme: str = "internet-facing",
+        attrs: dict | None = None,
+        tags: dict | None = None,
+    ) -> str:
         kw: dict[str, Any] = {"Name": name, "Subnets": subnets, "Type": kind, "Scheme": scheme}
         if tags:
             kw["Tags"] = _tags(tags)
@@ -90,8 +100,9 @@ class Clients:
             self.elb.modify_load_balancer_attributes(LoadBalancerArn=arn, Attributes=_attrs(attrs))
         return arn
 
-    def tg(self, name: str, vpc: str, protocol: str = "HTTP", attrs: dict | None = None,
-           tags: dict | None = None) -> str:
+    def tg(
+        self, name: str, vpc: str, protocol: str = "HTTP", attrs: dict | None = None, tags: dict | None = None
+    ) -> str:
         kw: dict[str, Any] = {"Name": name, "Protocol": protocol, "Port": 8000, "VpcId": vpc}
         if tags:
             kw["Tags"] = _tags(tags)
@@ -100,8 +111,15 @@ class Clients:
             self.elb.modify_target_group_attributes(TargetGroupArn=arn, Attributes=_attrs(attrs))
         return arn
 
-    def listener(self, lb: str, tgs: list[str], protocol: str = "HTTP", port: int = 80,
-                 group_stickiness: dict | None = None, tags: dict | None = None) -> str:
+    def listener(
+        self,
+        lb: str,
+        tgs: list[str],
+        protocol: str = "HTTP",
+        port: int = 80,
+        group_stickiness: dict | None = None,
+        tags: dict | None = None,
+    ) -> str:
         if len(tgs) == 1 and group_stickiness is None:
             action = {"Type": "forward", "TargetGroupArn": tgs[0]}
         else:
@@ -119,12 +137,20 @@ class Clients:
         if group_stickiness is not None:
             config["TargetGroupStickinessConfig"] = group_stickiness
         return self.elb.create_rule(
-            ListenerArn=listener, Priority=priority,
+            ListenerArn=listener,
+            Priority=priority,
             Conditions=[{"Field": "path-pattern", "Values": [f"/r{priority}/*"]}],
-            Actions=[{"Type": "forward", "ForwardConfig": config}])["Rules"][0]["RuleArn"]
+            Actions=[{"Type": "forward", "ForwardConfig": config}],
+        )["Rules"][0]["RuleArn"]
 
-    def launch_template(self, name: str, instance_type: str | None, user_data: str | None,
-                        requirements: dict | None = None, tags: dict | None = None) -> str:
+    def launch_template(
+        self,
+        name: str,
+        instance_type: str | None,
+        user_data: str | None,
+        requirements: dict | None = None,
+        tags: dict | None = None,
+    ) -> str:
         data: dict[str, Any] = {"ImageId": "ami-12345678"}
         if instance_type:
             data["InstanceType"] = instance_type
@@ -137,36 +163,74 @@ class Clients:
             kw["TagSpecifications"] = [{"ResourceType": "launch-template", "Tags": _tags(tags)}]
         return self.ec2.create_launch_template(**kw)["LaunchTemplate"]["LaunchTemplateId"]
 
-    def asg(self, name: str, subnets: list[str], tgs: list[str], template: str | None = None,
-            version: str = "$Default", max_size: int = 4, health: str = "EC2", grace: int = 0,
-            overrides: list[dict] | None = None, configuration: str | None = None,
-            terminating_hook: bool = False, tags: dict | None = None) -> str:
+    def asg(
+        self,
+        name: str,
+        subnets: list[str],
+        tgs: list[str],
+        template: str | None = None,
+        version: str = "$Default",
+        max_size: int = 4,
+        health: str = "EC2",
+        grace: int = 0,
+        overrides: list[dict] | None = None,
+        configuration: str | None = None,
+        terminating_hook: bool = False,
+        tags: dict | None = None,
+    ) -> str:
         kw: dict[str, Any] = {
-            "AutoScalingGroupName": name, "MinSize": 0, "MaxSize": max_size, "DesiredCapacity": 0,
-            "VPCZoneIdentifier": ",".join(subnets), "TargetGroupARNs": tgs,
-            "HealthCheckType": health, "HealthCheckGracePeriod": grace,
+            "AutoScalingGroupName": name,
+            "MinSize": 0,
+            "MaxSize": max_size,
+            "DesiredCapacity": 0,
+            "VPCZoneIdentifier": ",".join(subnets),
+            "TargetGroupARNs": tgs,
+            "HealthCheckType": health,
+            "HealthCheckGracePeriod": grace,
         }
         if overrides is not None:
-            kw["MixedInstancesPolicy"] = {"LaunchTemplate": {
-                "LaunchTemplateSpecification": {"LaunchTemplateId": template, "Version": version},
-                "Overrides": overrides}}
+            kw["MixedInstancesPolicy"] = {
+                "LaunchTemplate": {
+                    "LaunchTemplateSpecification": {"LaunchTemplateId": template, "Version": version},
+                    "Overrides": overrides,
+                }
+            }
         elif template:
             kw["LaunchTemplate"] = {"LaunchTemplateId": template, "Version": version}
         elif configuration:
             kw["LaunchConfigurationName"] = configuration
         if tags:
-            kw["Tags"] = [{"Key": k, "Value": v, "PropagateAtLaunch": False, "ResourceId": name,
-                           "ResourceType": "auto-scaling-group"} for k, v in tags.items()]
+            kw["Tags"] = [
+                {
+                    "Key": k,
+                    "Value": v,
+                    "PropagateAtLaunch": False,
+                    "ResourceId": name,
+                    "ResourceType": "auto-scaling-group",
+                }
+                for k, v in tags.items()
+            ]
         self.autoscaling.create_auto_scaling_group(**kw)
         if terminating_hook:
-            self.autoscaling.put_lifecycle_hook(AutoScalingGroupName=name, LifecycleHookName="drain",
-                                        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
-                                        HeartbeatTimeout=900, DefaultResult="CONTINUE")
-        return self.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])[
-            "AutoScalingGroups"][0]["AutoScalingGroupARN"]
+            self.autoscaling.put_lifecycle_hook(
+                AutoScalingGroupName=name,
+                LifecycleHookName="drain",
+                LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
+                HeartbeatTimeout=900,
+                DefaultResult="CONTINUE",
+            )
+        return self.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"][0][
+            "AutoScalingGroupARN"
+        ]
 
-    def gateway(self, name: str, authorizer: str = "AWS_IAM", timeout: int | None = None,
-                sessions: bool = True, tags: dict | None = None) -> str:
+    def gateway(
+        self,
+        name: str,
+        authorizer: str = "AWS_IAM",
+        timeout: int | None = None,
+        sessions: bool = True,
+        tags: dict | None = None,
+    ) -> str:
         kw: dict[str, Any] = {"name": name, "roleArn": ROLE_ARN, "authorizerType": authorizer, "protocolType": "MCP"}
         if sessions:
             session: dict[str, Any] = {}
@@ -179,13 +243,27 @@ class Clients:
 
     def queue_alarm(self, name: str = "vllm-queue") -> None:
         self.cw.put_metric_alarm(
-            AlarmName=name, Namespace="vLLM", MetricName="vllm:num_requests_waiting", Statistic="Maximum",
-            Period=60, EvaluationPeriods=3, Threshold=16, ComparisonOperator="GreaterThanThreshold")
+            AlarmName=name,
+            Namespace="vLLM",
+            MetricName="vllm:num_requests_waiting",
+            Statistic="Maximum",
+            Period=60,
+            EvaluationPeriods=3,
+            Threshold=16,
+            ComparisonOperator="GreaterThanThreshold",
+        )
 
     def other_alarm(self, name: str = "cpu") -> None:
         self.cw.put_metric_alarm(
-            AlarmName=name, Namespace="AWS/EC2", MetricName="CPUUtilization", Statistic="Average",
-            Period=60, EvaluationPeriods=3, Threshold=90, ComparisonOperator="GreaterThanThreshold")
+            AlarmName=name,
+            Namespace="AWS/EC2",
+            MetricName="CPUUtilization",
+            Statistic="Average",
+            Period=60,
+            EvaluationPeriods=3,
+            Threshold=90,
+            ComparisonOperator="GreaterThanThreshold",
+        )
 
 
 def _tags(tags: dict) -> list[dict]:
@@ -204,18 +282,32 @@ def seed_good(region: str = "us-east-1", endpoint_url: str | None = None) -> dic
     c = Clients(region, endpoint_url)
     vpc, subnets = c.network()
     out: dict[str, str] = {}
-    out["alb"] = c.lb("good-alb", subnets, attrs={
-        "idle_timeout.timeout_seconds": "600", "access_logs.s3.enabled": "true",
-        "access_logs.s3.bucket": "alb-logs"})
-    out["tg"] = c.tg("good-tg", vpc, attrs={
-        "stickiness.enabled": "true", "stickiness.type": "lb_cookie",
-        "stickiness.lb_cookie.duration_seconds": "86400", "load_balancing.cross_zone.enabled": "true",
-        "load_balancing.algorithm.type": "least_outstanding_requests",
-        "deregistration_delay.timeout_seconds": "300"})
+    out["alb"] = c.lb(
+        "good-alb",
+        subnets,
+        attrs={
+            "idle_timeout.timeout_seconds": "600",
+            "access_logs.s3.enabled": "true",
+            "access_logs.s3.bucket": "alb-logs",
+        },
+    )
+    out["tg"] = c.tg(
+        "good-tg",
+        vpc,
+        attrs={
+            "stickiness.enabled": "true",
+            "stickiness.type": "lb_cookie",
+            "stickiness.lb_cookie.duration_seconds": "86400",
+            "load_balancing.cross_zone.enabled": "true",
+            "load_balancing.algorithm.type": "least_outstanding_requests",
+            "deregistration_delay.timeout_seconds": "300",
+        },
+    )
     out["listener"] = c.listener(out["alb"], [out["tg"]])
     out["lt"] = c.launch_template("good-lt", "g5.xlarge", VLLM_GOOD)
-    out["asg"] = c.asg("good-asg", subnets, [out["tg"]], template=out["lt"], health="ELB", grace=900,
-                       terminating_hook=True)
+    out["asg"] = c.asg(
+        "good-asg", subnets, [out["tg"]], template=out["lt"], health="ELB", grace=900, terminating_hook=True
+    )
     c.queue_alarm()
     out["gateway"] = c.gateway("good-gw", authorizer="AWS_IAM", timeout=3600)
     return out
@@ -230,18 +322,34 @@ def seed_bad(region: str = "us-east-1", endpoint_url: str | None = None) -> dict
     out["alb"] = c.lb("bad-alb", subnets)
     # sticky inference TG: cross-zone off (ALB001), duration > 7 days (ALB002), round robin
     # (FLEET004), deregistration 30 s (FLEET006)
-    out["tg_sticky"] = c.tg("bad-sticky", vpc, attrs={
-        "stickiness.enabled": "true", "stickiness.type": "lb_cookie",
-        "stickiness.lb_cookie.duration_seconds": "999999", "load_balancing.cross_zone.enabled": "false",
-        "deregistration_delay.timeout_seconds": "30"})
+    out["tg_sticky"] = c.tg(
+        "bad-sticky",
+        vpc,
+        attrs={
+            "stickiness.enabled": "true",
+            "stickiness.type": "lb_cookie",
+            "stickiness.lb_cookie.duration_seconds": "999999",
+            "load_balancing.cross_zone.enabled": "false",
+            "deregistration_delay.timeout_seconds": "30",
+        },
+    )
     # app cookie with a reserved name (ALB003), in a weighted forward (ALB006)
-    out["tg_app"] = c.tg("bad-appcookie", vpc, attrs={
-        "stickiness.enabled": "true", "stickiness.type": "app_cookie",
-        "stickiness.app_cookie.cookie_name": "AWSALBSESSION"})
+    out["tg_app"] = c.tg(
+        "bad-appcookie",
+        vpc,
+        attrs={
+            "stickiness.enabled": "true",
+            "stickiness.type": "app_cookie",
+            "stickiness.app_cookie.cookie_name": "AWSALBSESSION",
+        },
+    )
     # stickiness with weighted_random (ALB004) — suppressed with a reason through the tag
-    out["tg_random"] = c.tg("bad-random", vpc, attrs={
-        "stickiness.enabled": "true", "load_balancing.algorithm.type": "weighted_random"},
-        tags={"llm-affinity:ignore": "ALB004+FLEET004", "llm-affinity:ignore-reason": "canary group"})
+    out["tg_random"] = c.tg(
+        "bad-random",
+        vpc,
+        attrs={"stickiness.enabled": "true", "load_balancing.algorithm.type": "weighted_random"},
+        tags={"llm-affinity:ignore": "ALB004+FLEET004", "llm-affinity:ignore-reason": "canary group"},
+    )
     # anomaly mitigation without weighted_random (ALB004, not suppressed)
     out["tg_anomaly"] = c.tg("bad-anomaly", vpc, attrs={"load_balancing.algorithm.anomaly_mitigation": "on"})
     # non-sticky inference TG behind a prefix-aware router (FLEET001, FLEET002, GW003)
@@ -249,29 +357,44 @@ def seed_bad(region: str = "us-east-1", endpoint_url: str | None = None) -> dict
     # weighted forward to sticky groups without group stickiness (ALB005)
     out["listener"] = c.listener(out["alb"], [out["tg_sticky"], out["tg_app"]], group_stickiness={"Enabled": False})
     # group stickiness enabled without DurationSeconds (ALB007), on a listener rule
-    out["rule"] = c.rule(out["listener"], [out["tg_random"], out["tg_plain"]], priority=10,
-                         group_stickiness={"Enabled": True})
+    out["rule"] = c.rule(
+        out["listener"], [out["tg_random"], out["tg_plain"]], priority=10, group_stickiness={"Enabled": True}
+    )
     out["listener_plain"] = c.listener(out["alb"], [out["tg_plain"]], port=8080)
     # inference-tagged, not sticky, two registered targets and no Auto Scaling group (FLEET001
     # through the target count)
     out["tg_ip"] = c.tg("bad-targets", vpc, tags={"llm-affinity:role": "inference"})
-    c.elb.register_targets(TargetGroupArn=out["tg_ip"], Targets=[{"Id": "i-0123456789abcdef0"},
-                                                                 {"Id": "i-0123456789abcdef1"}])
+    c.elb.register_targets(
+        TargetGroupArn=out["tg_ip"], Targets=[{"Id": "i-0123456789abcdef0"}, {"Id": "i-0123456789abcdef1"}]
+    )
     out["listener_ip"] = c.listener(out["alb"], [out["tg_ip"]], port=8081)
     # internet-facing NLB, source_ip stickiness, cross-zone off by default (NLB002, NLB003)
     out["nlb"] = c.lb("bad-nlb", subnets, kind="network")
-    out["tg_nlb"] = c.tg("bad-nlb-tg", vpc, protocol="TCP",
-                         attrs={"stickiness.enabled": "true", "stickiness.type": "source_ip"},
-                         tags={"llm-affinity:role": "inference"})
+    out["tg_nlb"] = c.tg(
+        "bad-nlb-tg",
+        vpc,
+        protocol="TCP",
+        attrs={"stickiness.enabled": "true", "stickiness.type": "source_ip"},
+        tags={"llm-affinity:role": "inference"},
+    )
     out["listener_nlb"] = c.listener(out["nlb"], [out["tg_nlb"]], protocol="TCP", port=443)
     # GPU fleet starting vLLM with prefix caching off (FLEET003), EC2 health checks with a
     # 60 s grace period (FLEET008), no terminating hook (FLEET007), no alarms (FLEET005)
     out["lt"] = c.launch_template("bad-lt", "g5.xlarge", VLLM_BAD)
-    out["asg"] = c.asg("bad-asg", subnets, [out["tg_sticky"], out["tg_app"], out["tg_random"], out["tg_plain"]],
-                       template=out["lt"], grace=60)  # (moto turns a grace period of 0 into 300)
+    out["asg"] = c.asg(
+        "bad-asg",
+        subnets,
+        [out["tg_sticky"], out["tg_app"], out["tg_random"], out["tg_plain"]],
+        template=out["lt"],
+        grace=60,
+    )  # (moto turns a grace period of 0 into 300)
     # a CPU fleet from a launch configuration: not inference, no finding of its own
-    c.autoscaling.create_launch_configuration(LaunchConfigurationName="cpu-lc", ImageId="ami-12345678",
-                                              InstanceType="t3.micro", UserData="#!/bin/bash\necho hello\n")
+    c.autoscaling.create_launch_configuration(
+        LaunchConfigurationName="cpu-lc",
+        ImageId="ami-12345678",
+        InstanceType="t3.micro",
+        UserData="#!/bin/bash\necho hello\n",
+    )
     out["asg_cpu"] = c.asg("cpu-asg", subnets, [], configuration="cpu-lc", max_size=2)
     c.other_alarm()  # an alarm that does not count for FLEET005
     # gateways: timeout below 900 (GW001), sessions with NONE (GW002), sessions while an
@@ -285,12 +408,29 @@ def seed_bad(region: str = "us-east-1", endpoint_url: str | None = None) -> dict
 
 #: (rule id, key of the resource in seed_bad's answer) that must be found.
 EXPECTED_BAD = [
-    ("ALB001", "tg_sticky"), ("ALB002", "tg_sticky"), ("ALB003", "tg_app"), ("ALB004", "tg_anomaly"),
-    ("ALB005", "listener"), ("ALB006", "tg_app"), ("ALB007", "rule"), ("ALB009", "alb"), ("ALB010", "alb"),
-    ("NLB002", "tg_nlb"), ("NLB003", "tg_nlb"),
-    ("FLEET001", "tg_plain"), ("FLEET001", "tg_ip"), ("FLEET002", "tg_plain"), ("FLEET003", "lt"), ("FLEET004", "tg_sticky"),
-    ("FLEET005", "asg"), ("FLEET006", "tg_sticky"), ("FLEET007", "asg"), ("FLEET008", "asg"),
-    ("GW001", "gw_short"), ("GW002", "gw_none"), ("GW003", "gw_none"),
+    ("ALB001", "tg_sticky"),
+    ("ALB002", "tg_sticky"),
+    ("ALB003", "tg_app"),
+    ("ALB004", "tg_anomaly"),
+    ("ALB005", "listener"),
+    ("ALB006", "tg_app"),
+    ("ALB007", "rule"),
+    ("ALB009", "alb"),
+    ("ALB010", "alb"),
+    ("NLB002", "tg_nlb"),
+    ("NLB003", "tg_nlb"),
+    ("FLEET001", "tg_plain"),
+    ("FLEET001", "tg_ip"),
+    ("FLEET002", "tg_plain"),
+    ("FLEET003", "lt"),
+    ("FLEET004", "tg_sticky"),
+    ("FLEET005", "asg"),
+    ("FLEET006", "tg_sticky"),
+    ("FLEET007", "asg"),
+    ("FLEET008", "asg"),
+    ("GW001", "gw_short"),
+    ("GW002", "gw_none"),
+    ("GW003", "gw_none"),
     ("SUP001", "alb_suppressed"),
 ]
 #: (rule id, key, reason) that must be reported as suppressed, not as findings.
@@ -301,9 +441,18 @@ def seed_gw004(region: str = "us-east-1", endpoint_url: str | None = None) -> di
     """GW004 alone: a sticky inference TG (1 h cookie) and a gateway whose sessions last 8 h."""
     c = Clients(region, endpoint_url)
     vpc, subnets = c.network()
-    out = {"tg": c.tg("gw4-tg", vpc, attrs={
-        "stickiness.enabled": "true", "stickiness.lb_cookie.duration_seconds": "3600",
-        "load_balancing.cross_zone.enabled": "true"}, tags={"llm-affinity:role": "inference"})}
+    out = {
+        "tg": c.tg(
+            "gw4-tg",
+            vpc,
+            attrs={
+                "stickiness.enabled": "true",
+                "stickiness.lb_cookie.duration_seconds": "3600",
+                "load_balancing.cross_zone.enabled": "true",
+            },
+            tags={"llm-affinity:role": "inference"},
+        )
+    }
     out["gateway"] = c.gateway("gw4", authorizer="CUSTOM_JWT", timeout=28800)
     return out
 
@@ -314,14 +463,24 @@ def seed_alb011(region: str = "us-east-1", endpoint_url: str | None = None) -> d
     vpc, _ = c.network()
     base = {"stickiness.enabled": "true", "load_balancing.algorithm.type": "least_outstanding_requests"}
     return {
-        "short": c.tg("short-cookie", vpc, attrs={**base, "stickiness.lb_cookie.duration_seconds": "30"},
-                      tags={"llm-affinity:role": "inference"}),
+        "short": c.tg(
+            "short-cookie",
+            vpc,
+            attrs={**base, "stickiness.lb_cookie.duration_seconds": "30"},
+            tags={"llm-affinity:role": "inference"},
+        ),
         "day": c.tg("day-cookie", vpc, attrs=base, tags={"llm-affinity:role": "inference"}),
     }
 
 
-def seed_scale(endpoint_url: str, region: str = "us-east-1", target_groups: int = 1000,
-               load_balancers: int = 200, asgs: int = 50, progress: Any = None) -> dict[str, int]:
+def seed_scale(
+    endpoint_url: str,
+    region: str = "us-east-1",
+    target_groups: int = 1000,
+    load_balancers: int = 200,
+    asgs: int = 50,
+    progress: Any = None,
+) -> dict[str, int]:
     """The benchmark account: ``target_groups`` TGs (sticky / not, tagged), ``load_balancers``
     ALBs with one listener each, ``asgs`` GPU Auto Scaling groups on two launch templates."""
     c = Clients(region, endpoint_url)
@@ -351,8 +510,13 @@ def seed_scale(endpoint_url: str, region: str = "us-east-1", target_groups: int 
 
 
 def _instances(c: Clients, subnet: str, instance_type: str, count: int = 2, user_data: str | None = None) -> list[str]:
-    kw: dict[str, Any] = {"ImageId": "ami-12345678", "MinCount": count, "MaxCount": count,
-                          "InstanceType": instance_type, "SubnetId": subnet}
+    kw: dict[str, Any] = {
+        "ImageId": "ami-12345678",
+        "MinCount": count,
+        "MaxCount": count,
+        "InstanceType": instance_type,
+        "SubnetId": subnet,
+    }
     if user_data is not None:
         kw["UserData"] = user_data
     return [i["InstanceId"] for i in c.ec2.run_instances(**kw)["Instances"]]
@@ -396,20 +560,36 @@ def seed_serving(region: str = "us-east-1", endpoint_url: str | None = None) -> 
     ids = _instances(c, subnets[0], "t3.micro", user_data="#!/bin/bash\necho hello\n")
     c.elb.register_targets(TargetGroupArn=out["tg_cpu"], Targets=[{"Id": i} for i in ids])
     out["cluster"] = ecs.create_cluster(clusterName="serving")["cluster"]["clusterArn"]
-    ecs.register_task_definition(family="vllm", containerDefinitions=[{
-        "name": "vllm", "image": "vllm/vllm-openai:latest", "memory": 16384,
-        "command": ["--model", "meta-llama/Llama-3.1-8B-Instruct"],
-        "resourceRequirements": [{"type": "GPU", "value": "1"}]}])
-    ecs.register_task_definition(family="plain", containerDefinitions=[{
-        "name": "app", "image": "public.ecr.aws/example/app:1", "memory": 512}])
-    out["ecs"] = ecs.create_service(cluster="serving", serviceName="vllm", taskDefinition="vllm", desiredCount=2,
-                                    loadBalancers=[{"targetGroupArn": out["tg_ecs"], "containerName": "vllm",
-                                                    "containerPort": 8000}])["service"]["serviceArn"]
+    ecs.register_task_definition(
+        family="vllm",
+        containerDefinitions=[
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:latest",
+                "memory": 16384,
+                "command": ["--model", "meta-llama/Llama-3.1-8B-Instruct"],
+                "resourceRequirements": [{"type": "GPU", "value": "1"}],
+            }
+        ],
+    )
+    ecs.register_task_definition(
+        family="plain", containerDefinitions=[{"name": "app", "image": "public.ecr.aws/example/app:1", "memory": 512}]
+    )
+    out["ecs"] = ecs.create_service(
+        cluster="serving",
+        serviceName="vllm",
+        taskDefinition="vllm",
+        desiredCount=2,
+        loadBalancers=[{"targetGroupArn": out["tg_ecs"], "containerName": "vllm", "containerPort": 8000}],
+    )["service"]["serviceArn"]
     out["lt"] = c.launch_template("capacity-lt", "g5.xlarge", None)
     out["asg"] = c.asg("capacity-asg", subnets, [], template=out["lt"])
     ecs.create_capacity_provider(name="gpu-capacity", autoScalingGroupProvider={"autoScalingGroupArn": out["asg"]})
     out["ecs_cp"] = ecs.create_service(
-        cluster="serving", serviceName=f"plain{CP_SUFFIX}", taskDefinition="plain", desiredCount=2,
+        cluster="serving",
+        serviceName=f"plain{CP_SUFFIX}",
+        taskDefinition="plain",
+        desiredCount=2,
         capacityProviderStrategy=[{"capacityProvider": "gpu-capacity", "weight": 1}],
         loadBalancers=[{"targetGroupArn": out["tg_cp"], "containerName": "app", "containerPort": 8000}],
     )["service"]["serviceArn"]

@@ -11,9 +11,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 import audit_fixtures as F
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,8 +27,12 @@ def _free_port() -> int:
 def moto_server():
     port = _free_port()
     env = F.fake_credentials()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -39,7 +42,7 @@ def moto_server():
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("moto_server did not start")
+                    raise RuntimeError("moto_server did not start") from None
                 time.sleep(0.2)
         yield url
     finally:
@@ -56,8 +59,14 @@ def _reset(url: str) -> None:
 
 
 def _cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "llm_affinity.cli", "audit", *args], cwd=ROOT,
-                          env=F.fake_credentials(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "llm_affinity.cli", "audit", *args],
+        cwd=ROOT,
+        env=F.fake_credentials(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -81,7 +90,8 @@ def test_cli_audits_a_bad_account(seeded):
             assert (rid, ids[key]) in found, rid
     assert "FLEET003" in {rid for rid, _ in found}
     assert {(s["rule_id"], s["resource"]["id"], s["reason"]) for s in out["suppressed"]} == {
-        ("ALB004", ids["tg_random"], "canary group")}
+        ("ALB004", ids["tg_random"], "canary group")
+    }
     some = next(f for f in out["findings"] if f["rule_id"] == "ALB001")
     assert some["resource"]["type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"
     assert some["resource"]["region"] == "us-east-1" and some["resource"]["file"] is None
@@ -100,8 +110,9 @@ def test_cli_audits_a_good_account(seeded):
 
 
 def test_cli_exit_3_when_nothing_reachable():
-    proc = _cli("--endpoint-url", f"http://127.0.0.1:{_free_port()}", "--region", "us-east-1",
-                "--format", "json", timeout=90)
+    proc = _cli(
+        "--endpoint-url", f"http://127.0.0.1:{_free_port()}", "--region", "us-east-1", "--format", "json", timeout=90
+    )
     assert proc.returncode == 3, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
     assert out["errors"] and "unreachable" in out["errors"][0]["message"]

@@ -7,15 +7,15 @@ from __future__ import annotations
 import socket
 import types
 
+import audit_fixtures as F
 import boto3
 import botocore.exceptions as bexc
 import pytest
 from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 
-import audit_fixtures as F
-from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.model import Unresolved
+from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.sources import aws
 
 
@@ -33,14 +33,19 @@ def account(env):
 
 def _error(code: str, message: str = "injected", status: int = 400):
     """A before-call answer: botocore turns it into ClientError(code) without sending anything."""
+
     def handler(**_):
         return types.SimpleNamespace(status_code=status, headers={}), {
-            "Error": {"Code": code, "Message": message}, "ResponseMetadata": {}}
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {},
+        }
+
     return handler
 
 
 def _inject(monkeypatch, hooks: dict, first: dict | None = None):
     """Make collect() build sessions that carry extra event handlers."""
+
     class Injected(boto3.session.Session):
         def __init__(self, *a, **kw):
             super().__init__(*a, **kw)
@@ -49,14 +54,22 @@ def _inject(monkeypatch, hooks: dict, first: dict | None = None):
             for event, handler in (first or {}).items():
                 self.events.register_first(event, handler)
 
-    monkeypatch.setattr(aws, "SESSION_FACTORY", Injected)
+    monkeypatch.setattr(aws.config, "SESSION_FACTORY", Injected)
 
 
 def test_cloudwatch_denied_others_still_report(account):
     ids = F.seed_bad()
-    _inject(account, {"before-call.cloudwatch.DescribeAlarms": _error(
-        "AccessDenied", "User: arn:aws:iam::123456789012:user/audit is not authorized to perform: "
-                        "cloudwatch:DescribeAlarms\nbecause no identity-based policy allows it", 403)})
+    _inject(
+        account,
+        {
+            "before-call.cloudwatch.DescribeAlarms": _error(
+                "AccessDenied",
+                "User: arn:aws:iam::123456789012:user/audit is not authorized to perform: "
+                "cloudwatch:DescribeAlarms\nbecause no identity-based policy allows it",
+                403,
+            )
+        },
+    )
     result = aws.collect(regions=["us-east-1"])
     assert result.reached_any
     assert result.coverage["services"]["us-east-1/cloudwatch"] == "denied"
@@ -76,8 +89,10 @@ def test_cloudwatch_denied_others_still_report(account):
 
 def test_elbv2_throttled_past_retries(account):
     F.seed_bad()
-    body = (b"<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded"
-            b"</Message></Error><RequestId>1</RequestId></ErrorResponse>")
+    body = (
+        b"<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded"
+        b"</Message></Error><RequestId>1</RequestId></ErrorResponse>"
+    )
 
     class Raw:
         def stream(self, **_):
@@ -89,7 +104,7 @@ def test_elbv2_throttled_past_retries(account):
         sent.append(request.url)
         return AWSResponse(request.url, 400, {"Content-Type": "text/xml"}, Raw())
 
-    account.setattr(aws, "MAX_ATTEMPTS", 2)
+    account.setattr(aws.config, "MAX_ATTEMPTS", 2)
     _inject(account, {}, first={"before-send.elastic-load-balancing-v2.DescribeTargetGroups": throttle})
     result = aws.collect(regions=["us-east-1"])
     assert len(sent) == 2  # botocore retried (standard mode) before giving up
@@ -105,8 +120,14 @@ def test_elbv2_throttled_past_retries(account):
 
 def test_partial_attributes_denied_gives_unknowns_not_findings(account):
     ids = F.seed_bad()
-    _inject(account, {"before-call.elastic-load-balancing-v2.DescribeTargetGroupAttributes": _error(
-        "AccessDenied", "not authorized", 403)})
+    _inject(
+        account,
+        {
+            "before-call.elastic-load-balancing-v2.DescribeTargetGroupAttributes": _error(
+                "AccessDenied", "not authorized", 403
+            )
+        },
+    )
     result = aws.collect(regions=["us-east-1"])
     assert result.coverage["services"]["us-east-1/elbv2"] == "partial"
     (err,) = result.errors
@@ -152,13 +173,15 @@ def test_launch_templates_denied(account):
 def _audit_without_gateway_endpoint(monkeypatch, errno: int):
     """Audit us-east-1 where ListGateways cannot connect: DNS answered ``errno`` for the
     AgentCore host name; every other service answers."""
+
     def no_endpoint(**_):
         cause = socket.gaierror(errno, "injected resolver answer")
         raise bexc.EndpointConnectionError(
-            endpoint_url="https://bedrock-agentcore-control.us-east-1.amazonaws.com/gateways/", error=cause)
+            endpoint_url="https://bedrock-agentcore-control.us-east-1.amazonaws.com/gateways/", error=cause
+        )
 
     F.seed_good()
-    monkeypatch.setattr(aws, "MAX_ATTEMPTS", 1)
+    monkeypatch.setattr(aws.config, "MAX_ATTEMPTS", 1)
     _inject(monkeypatch, {"before-call.bedrock-agentcore-control.ListGateways": no_endpoint})
     return aws.collect(regions=["us-east-1"])
 
@@ -170,9 +193,11 @@ def test_gateway_host_that_does_not_exist_in_dns_is_unavailable(account):
     assert result.coverage["services"]["us-east-1/bedrock-agentcore-control"] == "unavailable"
     (err,) = result.errors
     assert err.input == "us-east-1/bedrock-agentcore-control"
-    assert err.message == ("not available: bedrock-agentcore-control.us-east-1.amazonaws.com does not exist in DNS "
-                           "while the region's other services answered: bedrock-agentcore-control has no endpoint "
-                           "in us-east-1")
+    assert err.message == (
+        "not available: bedrock-agentcore-control.us-east-1.amazonaws.com does not exist in DNS "
+        "while the region's other services answered: bedrock-agentcore-control has no endpoint "
+        "in us-east-1"
+    )
     assert "bedrock-agentcore-control" not in result.models[0].unreadable
     assert evaluate(result.models).findings == []
 
@@ -182,8 +207,10 @@ def test_gateway_without_network_is_unreachable_not_unoffered(account):
     result = _audit_without_gateway_endpoint(account, socket.EAI_AGAIN)
     assert result.coverage["services"]["us-east-1/bedrock-agentcore-control"] == "unreachable"
     (err,) = result.errors
-    assert err.message == ('could not check: unreachable: Could not connect to the endpoint URL: '
-                           '"https://bedrock-agentcore-control.us-east-1.amazonaws.com/gateways/"')
+    assert err.message == (
+        "could not check: unreachable: Could not connect to the endpoint URL: "
+        '"https://bedrock-agentcore-control.us-east-1.amazonaws.com/gateways/"'
+    )
     assert "offered" not in err.message
     assert "bedrock-agentcore-control" in result.models[0].unreadable
 
@@ -197,8 +224,14 @@ def test_not_offered_comes_from_botocore_endpoint_data(env):
 
 
 def test_expired_token_is_one_clear_error(account):
-    _inject(account, {"before-call.sts.GetCallerIdentity": _error(
-        "ExpiredToken", "The security token included in the request is expired", 403)})
+    _inject(
+        account,
+        {
+            "before-call.sts.GetCallerIdentity": _error(
+                "ExpiredToken", "The security token included in the request is expired", 403
+            )
+        },
+    )
     result = aws.collect(regions=["us-east-1", "us-west-2"])
     assert result.reached_any is False and result.models == []
     (err,) = result.errors
@@ -206,8 +239,13 @@ def test_expired_token_is_one_clear_error(account):
 
 
 def test_no_credentials(env, tmp_path):
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+    for key in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    ):
         env.delenv(key, raising=False)
     result = aws.collect(regions=["us-east-1"])
     assert result.reached_any is False
@@ -225,7 +263,7 @@ def test_connection_refused(env):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again below: nothing listens there
-    env.setattr(aws, "MAX_ATTEMPTS", 1)
+    env.setattr(aws.config, "MAX_ATTEMPTS", 1)
     result = aws.collect(regions=["us-east-1"], endpoint_url=f"http://127.0.0.1:{port}")
     assert result.reached_any is False
     (err,) = result.errors
@@ -243,7 +281,7 @@ def test_invalid_region_name(account):
 
 def test_a_reader_bug_is_an_error_not_a_traceback(account):
     F.seed_good()
-    account.setattr(aws._Audit, "read_cloudwatch", lambda self, region, cov: 1 / 0)
+    account.setattr(aws.cloudwatch, "read", lambda session, region, cov: 1 / 0)
     result = aws.collect(regions=["us-east-1"])
     assert result.coverage["services"]["us-east-1/cloudwatch"] == "error"
     assert "ZeroDivisionError" in result.errors[0].message
@@ -254,23 +292,26 @@ def _client_error(code: str) -> bexc.ClientError:
     return bexc.ClientError({"Error": {"Code": code, "Message": "line one\nline two"}}, "DescribeThings")
 
 
-@pytest.mark.parametrize("exc,status", [
-    (_client_error("AccessDenied"), "denied"),
-    (_client_error("UnauthorizedOperation"), "denied"),
-    (_client_error("AccessDeniedException"), "denied"),
-    (_client_error("ExpiredToken"), "denied"),
-    (_client_error("UnrecognizedClientException"), "denied"),
-    (_client_error("Throttling"), "throttled"),
-    (_client_error("RequestLimitExceeded"), "throttled"),
-    (_client_error("TooManyRequestsException"), "throttled"),
-    (_client_error("OptInRequired"), "unavailable"),
-    (_client_error("InternalFailure"), "error"),
-    (bexc.NoCredentialsError(), "denied"),
-    (bexc.EndpointConnectionError(endpoint_url="https://x"), "unreachable"),
-    (bexc.ConnectTimeoutError(endpoint_url="https://x"), "unreachable"),
-    (bexc.ReadTimeoutError(endpoint_url="https://x"), "unreachable"),
-    (ValueError("boom"), "error"),
-])
+@pytest.mark.parametrize(
+    "exc,status",
+    [
+        (_client_error("AccessDenied"), "denied"),
+        (_client_error("UnauthorizedOperation"), "denied"),
+        (_client_error("AccessDeniedException"), "denied"),
+        (_client_error("ExpiredToken"), "denied"),
+        (_client_error("UnrecognizedClientException"), "denied"),
+        (_client_error("Throttling"), "throttled"),
+        (_client_error("RequestLimitExceeded"), "throttled"),
+        (_client_error("TooManyRequestsException"), "throttled"),
+        (_client_error("OptInRequired"), "unavailable"),
+        (_client_error("InternalFailure"), "error"),
+        (bexc.NoCredentialsError(), "denied"),
+        (bexc.EndpointConnectionError(endpoint_url="https://x"), "unreachable"),
+        (bexc.ConnectTimeoutError(endpoint_url="https://x"), "unreachable"),
+        (bexc.ReadTimeoutError(endpoint_url="https://x"), "unreachable"),
+        (ValueError("boom"), "error"),
+    ],
+)
 def test_classify(exc, status):
     got, message = aws.classify(exc)
     assert got == status
@@ -285,8 +326,12 @@ def test_disabled_opt_in_home_region_falls_back_to_default_sts(account):
     def refuse_in_opt_in_region(request_signer=None, **_):
         if request_signer is not None and request_signer.region_name == "ap-east-2":
             return types.SimpleNamespace(status_code=403, headers={}), {
-                "Error": {"Code": "InvalidClientTokenId", "Message": "The security token included in the request is invalid."},
-                "ResponseMetadata": {}}
+                "Error": {
+                    "Code": "InvalidClientTokenId",
+                    "Message": "The security token included in the request is invalid.",
+                },
+                "ResponseMetadata": {},
+            }
         return None
 
     _inject(account, {"before-call.sts.GetCallerIdentity": refuse_in_opt_in_region})

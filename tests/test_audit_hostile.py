@@ -15,13 +15,13 @@ import threading
 import time
 from pathlib import Path
 
+import audit_fixtures as F
 import boto3
 import botocore.exceptions as bexc
 import pytest
 from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 
-import audit_fixtures as F
 from llm_affinity import cli
 from llm_affinity.checks.model import Unresolved
 from llm_affinity.checks.sources import aws
@@ -29,11 +29,15 @@ from llm_affinity.checks.sources import aws
 ROOT = Path(__file__).resolve().parents[1]
 
 #: moto_server's (Werkzeug's) answer to an unhandled exception, byte for byte
-MOTO_500 = (b'<!doctype html>\n<html lang=en>\n<title>500 Internal Server Error</title>\n'
-            b'<h1>Internal Server Error</h1>\n<p>The server encountered an internal error and was unable to '
-            b'complete your request. Either the server is overloaded or there is an error in the application.</p>\n')
-MOTO_500_LINE = ("HTTP 500 Internal Server Error: The server encountered an internal error and was unable to "
-                 "complete your request. Either the server is overloaded or there is an error in the application.")
+MOTO_500 = (
+    b"<!doctype html>\n<html lang=en>\n<title>500 Internal Server Error</title>\n"
+    b"<h1>Internal Server Error</h1>\n<p>The server encountered an internal error and was unable to "
+    b"complete your request. Either the server is overloaded or there is an error in the application.</p>\n"
+)
+MOTO_500_LINE = (
+    "HTTP 500 Internal Server Error: The server encountered an internal error and was unable to "
+    "complete your request. Either the server is overloaded or there is an error in the application."
+)
 
 
 def _closed_port() -> int:
@@ -83,32 +87,42 @@ def env(monkeypatch):
 
 def _cli(*args: str, env: dict | None = None, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "llm_affinity.cli", "audit", *args], cwd=ROOT,
-                          env=env or F.fake_credentials(), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "llm_affinity.cli", "audit", *args],
+        cwd=ROOT,
+        env=env or F.fake_credentials(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return proc, time.monotonic() - started
 
 
 def _session_with(monkeypatch, **first: object) -> None:
     """collect() builds sessions whose first handler for each event is the given one."""
+
     class Injected(boto3.session.Session):
         def __init__(self, *a, **kw):
             super().__init__(*a, **kw)
             for event, handler in first.items():
                 self.events.register_first(event.replace("__", "."), handler)
 
-    monkeypatch.setattr(aws, "SESSION_FACTORY", Injected)
+    monkeypatch.setattr(aws.config, "SESSION_FACTORY", Injected)
 
 
 # --- the endpoint URL is checked before anything is sent -------------------------------------
 
 
-@pytest.mark.parametrize("url,why", [
-    ("ftp://127.0.0.1:21", "unsupported scheme ftp://; use http:// or https://"),
-    ("not a url", "not a URL"),
-    ("127.0.0.1:5000", "not a URL: no http:// or https:// in front"),
-    ("http://", "no host name"),
-    ("http://127.0.0.1:99999", "not a URL (Port out of range 0-65535)"),
-])
+@pytest.mark.parametrize(
+    "url,why",
+    [
+        ("ftp://127.0.0.1:21", "unsupported scheme ftp://; use http:// or https://"),
+        ("not a url", "not a URL"),
+        ("127.0.0.1:5000", "not a URL: no http:// or https:// in front"),
+        ("http://", "no host name"),
+        ("http://127.0.0.1:99999", "not a URL (Port out of range 0-65535)"),
+    ],
+)
 def test_bad_endpoint_url_is_one_usage_line(env, capsys, url, why):
     def must_not_run(**_):
         raise AssertionError("collect() ran with a bad endpoint")
@@ -117,15 +131,18 @@ def test_bad_endpoint_url_is_one_usage_line(env, capsys, url, why):
     assert cli.main(["audit", "--endpoint-url", url]) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == (f"llm-affinity: --endpoint-url {url!r}: {why} "
-                   "(expected e.g. https://host or http://127.0.0.1:5000)\n")
+    assert err == (
+        f"llm-affinity: --endpoint-url {url!r}: {why} (expected e.g. https://host or http://127.0.0.1:5000)\n"
+    )
 
 
 def test_bad_aws_endpoint_url_from_the_environment(env, capsys):
     env.setenv("AWS_ENDPOINT_URL", "ftp://x")
     assert cli.main(["audit"]) == 2
-    assert capsys.readouterr().err == ("llm-affinity: AWS_ENDPOINT_URL 'ftp://x': unsupported scheme ftp://; use "
-                                       "http:// or https:// (expected e.g. https://host or http://127.0.0.1:5000)\n")
+    assert capsys.readouterr().err == (
+        "llm-affinity: AWS_ENDPOINT_URL 'ftp://x': unsupported scheme ftp://; use "
+        "http:// or https:// (expected e.g. https://host or http://127.0.0.1:5000)\n"
+    )
 
 
 def test_bad_timeout_is_a_usage_error(env, capsys):
@@ -152,7 +169,8 @@ def test_no_network_is_unreachable_not_unoffered():
     assert proc.returncode == 3, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
     assert out["coverage"]["services"] == {f"us-east-1/{s}": "unreachable" for s in aws.SERVICES if s != "ec2"} | {
-        "us-east-1/ec2": "skipped"}
+        "us-east-1/ec2": "skipped"
+    }
     assert "offered" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
     gateway = [e["message"] for e in out["errors"] if e["input"] == "us-east-1/bedrock-agentcore-control"]
     assert gateway == [f'could not check: unreachable: Failed to connect to proxy URL: "{env["HTTPS_PROXY"]}"']
@@ -161,21 +179,24 @@ def test_no_network_is_unreachable_not_unoffered():
 def test_messages_name_the_endpoint_of_the_region_asked(env, capsys):
     """No network (the resolver cannot be asked): eu-west-1/sts names eu-west-1's STS URL,
     although the identity is also asked in us-east-1; AgentCore stays "unreachable"."""
+
     def no_network(request, **_):
         cause = socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
         raise bexc.EndpointConnectionError(endpoint_url=request.url, error=cause)
 
-    env.setattr(aws, "MAX_ATTEMPTS", 1)
+    env.setattr(aws.config, "MAX_ATTEMPTS", 1)
     _session_with(env, **{"before-send": no_network})
     assert cli.main(["audit", "--region", "eu-west-1", "--format", "json"]) == 3
     out = json.loads(capsys.readouterr().out)
     errors = {e["input"]: e["message"] for e in out["errors"]}
-    assert errors["eu-west-1/sts"] == ('account id unknown: unreachable: Could not connect to the endpoint URL: '
-                                       '"https://sts.eu-west-1.amazonaws.com/"')
+    assert errors["eu-west-1/sts"] == (
+        'account id unknown: unreachable: Could not connect to the endpoint URL: "https://sts.eu-west-1.amazonaws.com/"'
+    )
     assert "us-east-1" not in json.dumps(out["errors"])
     assert errors["eu-west-1/bedrock-agentcore-control"] == (
-        'could not check: unreachable: Could not connect to the endpoint URL: '
-        '"https://bedrock-agentcore-control.eu-west-1.amazonaws.com/gateways/"')
+        "could not check: unreachable: Could not connect to the endpoint URL: "
+        '"https://bedrock-agentcore-control.eu-west-1.amazonaws.com/gateways/"'
+    )
     assert out["coverage"]["services"]["eu-west-1/bedrock-agentcore-control"] == "unreachable"
 
 
@@ -190,9 +211,14 @@ def test_raw_500_pages_are_summarised(env):
     def page(request, **_):
         return AWSResponse(request.url, 500, {"Content-Type": "text/html; charset=utf-8"}, Body())
 
-    env.setattr(aws, "MAX_ATTEMPTS", 1)
-    _session_with(env, **{"before-send__elastic-load-balancing-v2__DescribeLoadBalancers": page,
-                          "before-send__bedrock-agentcore-control__ListGateways": page})
+    env.setattr(aws.config, "MAX_ATTEMPTS", 1)
+    _session_with(
+        env,
+        **{
+            "before-send__elastic-load-balancing-v2__DescribeLoadBalancers": page,
+            "before-send__bedrock-agentcore-control__ListGateways": page,
+        },
+    )
     with mock_aws():
         F.seed_good()
         result = aws.collect(regions=["us-east-1"])
@@ -211,7 +237,7 @@ def test_raw_500_pages_are_summarised(env):
 def test_never_answering_endpoint_ends_within_the_deadline(silent):
     """Without the deadline STS alone would wait 3 attempts x 20 s read timeout."""
     proc, took = _cli("--endpoint-url", silent.url, "--region", "us-east-1", "--format", "json", "--timeout", "3")
-    assert took < aws.READ_TIMEOUT, f"{took:.1f} s"
+    assert took < aws.config.READ_TIMEOUT, f"{took:.1f} s"
     assert proc.returncode == 3, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)  # the report alone on stdout
     assert out["coverage"]["timed_out"] is True
@@ -219,7 +245,8 @@ def test_never_answering_endpoint_ends_within_the_deadline(silent):
     timed_out = "timed out: the audit's --timeout of 3 s ran out before this could be read"
     assert out["errors"] == (
         [{"input": "us-east-1/sts", "message": f"account id unknown: {timed_out}"}]
-        + [{"input": f"us-east-1/{s}", "message": f"could not check: {timed_out}"} for s in sorted(aws.SERVICES)])
+        + [{"input": f"us-east-1/{s}", "message": f"could not check: {timed_out}"} for s in sorted(aws.SERVICES)]
+    )
     assert "Traceback" not in proc.stderr
 
 
@@ -249,21 +276,24 @@ def test_detail_calls_that_hang_leave_a_partial_report(env):
             took = time.monotonic() - started
     finally:
         release.set()
-    assert took < LISTS_DONE_BY + aws.GRACE + 5, f"{took:.1f} s"
+    assert took < LISTS_DONE_BY + aws.config.GRACE + 5, f"{took:.1f} s"
     services = result.coverage["services"]
     assert services["us-east-1/elbv2"] == "partial" and services["us-east-1/autoscaling"] == "ok"
     (err,) = [e for e in result.errors if e.input == "us-east-1/elbv2"]
-    assert err.message == (f"partly checked: timed out: the audit's --timeout of {LISTS_DONE_BY} s ran out before "
-                           "this could be read [7 resources]")
+    assert err.message == (
+        f"partly checked: timed out: the audit's --timeout of {LISTS_DONE_BY} s ran out before "
+        "this could be read [7 resources]"
+    )
     assert ids["rule"] in {lis.id for lis in result.models[0].listeners}  # read while attributes hung
     tg = next(t for t in result.models[0].target_groups if t.id == ids["tg_sticky"])
     assert isinstance(tg.settings.sticky, Unresolved)
 
 
 def test_progress_lines_on_a_stderr_that_is_not_a_terminal(silent, env, capsys):
-    env.setattr(aws, "PROGRESS_EVERY", 0.4)
-    code = cli.main(["audit", "--endpoint-url", silent.url, "--region", "us-east-1", "--format", "json",
-                     "--timeout", "3"])
+    env.setattr(aws.config, "PROGRESS_EVERY", 0.4)
+    code = cli.main(
+        ["audit", "--endpoint-url", silent.url, "--region", "us-east-1", "--format", "json", "--timeout", "3"]
+    )
     out, err = capsys.readouterr()
     assert code == 3
     assert json.loads(out)["coverage"]["timed_out"] is True  # stdout is the report alone

@@ -9,11 +9,11 @@ import re
 import threading
 from pathlib import Path
 
+import audit_fixtures as F
 import boto3
 import pytest
 from moto import mock_aws
 
-import audit_fixtures as F
 from llm_affinity.checks.sources import aws
 
 POLICY = Path(__file__).resolve().parents[1] / "policies" / "llm-affinity-audit.json"
@@ -38,7 +38,7 @@ def recorded():
 
     mp = pytest.MonkeyPatch()
     F.use_fake_credentials(mp)
-    mp.setattr(aws, "SESSION_FACTORY", Recording)
+    mp.setattr(aws.config, "SESSION_FACTORY", Recording)
     try:
         with mock_aws():
             F.seed_bad("us-east-1")
@@ -97,19 +97,28 @@ def _enforced_audit(monkeypatch, actions: list[str], run=None):
     from moto.core.authorization import enable_iam_authentication
 
     F.use_fake_credentials(monkeypatch)
+
     class WithCapacity(boto3.session.Session):
         def __init__(self, *a, **kw):
             super().__init__(*a, **kw)
             F.capacity_strategy_hook(self)
 
-    monkeypatch.setattr(aws, "SESSION_FACTORY", WithCapacity)
+    monkeypatch.setattr(aws.config, "SESSION_FACTORY", WithCapacity)
     with mock_aws():
         ids = F.seed_bad()
         F.seed_serving()
         iam = boto3.client("iam")
         iam.create_user(UserName="auditor")
-        doc = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Resource": "*", "Action": [
-            a.replace("cloudwatch:", "monitoring:") for a in actions]}]}
+        doc = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Resource": "*",
+                    "Action": [a.replace("cloudwatch:", "monitoring:") for a in actions],
+                }
+            ],
+        }
         arn = iam.create_policy(PolicyName="audit", PolicyDocument=json.dumps(doc))["Policy"]["Arn"]
         iam.attach_user_policy(UserName="auditor", PolicyArn=arn)
         key = iam.create_access_key(UserName="auditor")["AccessKey"]
@@ -127,8 +136,12 @@ def test_shipped_policy_suffices_under_iam_enforcement(monkeypatch):
     _, result = _enforced_audit(monkeypatch, _shipped_actions())
     services = result.coverage["services"]
     assert {k: v for k, v in services.items() if not k.endswith("/bedrock-agentcore-control")} == {
-        "us-east-1/elbv2": "ok", "us-east-1/autoscaling": "ok", "us-east-1/ec2": "ok", "us-east-1/ecs": "ok",
-        "us-east-1/cloudwatch": "ok"}
+        "us-east-1/elbv2": "ok",
+        "us-east-1/autoscaling": "ok",
+        "us-east-1/ec2": "ok",
+        "us-east-1/ecs": "ok",
+        "us-east-1/cloudwatch": "ok",
+    }
     assert all(e.input == "us-east-1/bedrock-agentcore-control" for e in result.errors)
 
 
@@ -155,34 +168,51 @@ def test_identity_alone_is_not_coverage(monkeypatch):
     services = result.coverage["services"]
     # (moto rejects AgentCore's signature while enforcing: "denied" there too, for another reason)
     assert services == {
-        "us-east-1/elbv2": "denied", "us-east-1/autoscaling": "denied", "us-east-1/ec2": "skipped",
-        "us-east-1/ecs": "denied", "us-east-1/cloudwatch": "denied", "us-east-1/bedrock-agentcore-control": "denied"}
+        "us-east-1/elbv2": "denied",
+        "us-east-1/autoscaling": "denied",
+        "us-east-1/ec2": "skipped",
+        "us-east-1/ecs": "denied",
+        "us-east-1/cloudwatch": "denied",
+        "us-east-1/bedrock-agentcore-control": "denied",
+    }
     assert not any(op.startswith("ec2:") for op in result.coverage["operations"])
     assert result.reached_any is False and result.models == []
     by_input = {e.input: e.message for e in result.errors}
-    assert by_input["us-east-1/ec2"] == ("not checked: the launch templates to read are named by the Auto "
-                                         "Scaling groups, which could not be read")
+    assert by_input["us-east-1/ec2"] == (
+        "not checked: the launch templates to read are named by the Auto Scaling groups, which could not be read"
+    )
     assert by_input["us-east-1/elbv2"].startswith("could not check: DescribeLoadBalancers: AccessDenied")
 
 
 def test_identity_alone_exits_3_through_the_cli(monkeypatch, capsys):
     from llm_affinity import cli
 
-    _, code = _enforced_audit(monkeypatch, ["sts:GetCallerIdentity"], run=lambda: cli.main(
-        ["audit", "--region", "us-east-1", "--format", "json"]))
+    _, code = _enforced_audit(
+        monkeypatch,
+        ["sts:GetCallerIdentity"],
+        run=lambda: cli.main(["audit", "--region", "us-east-1", "--format", "json"]),
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 3
     assert out["findings"] == [] and out["coverage"]["resources_checked"] == 0
     assert out["coverage"]["services"] == {
-        "us-east-1/elbv2": "denied", "us-east-1/autoscaling": "denied", "us-east-1/ec2": "skipped",
-        "us-east-1/ecs": "denied", "us-east-1/cloudwatch": "denied", "us-east-1/bedrock-agentcore-control": "denied"}
+        "us-east-1/elbv2": "denied",
+        "us-east-1/autoscaling": "denied",
+        "us-east-1/ec2": "skipped",
+        "us-east-1/ecs": "denied",
+        "us-east-1/cloudwatch": "denied",
+        "us-east-1/bedrock-agentcore-control": "denied",
+    }
 
 
-@pytest.mark.parametrize("missing, key, status", [
-    ("ecs:ListClusters", "us-east-1/ecs", "denied"),
-    ("ecs:DescribeTaskDefinition", "us-east-1/ecs", "partial"),
-    ("ec2:DescribeInstances", "us-east-1/ec2", "partial"),  # the launch templates were read
-])
+@pytest.mark.parametrize(
+    "missing, key, status",
+    [
+        ("ecs:ListClusters", "us-east-1/ecs", "denied"),
+        ("ecs:DescribeTaskDefinition", "us-east-1/ecs", "partial"),
+        ("ec2:DescribeInstances", "us-east-1/ec2", "partial"),  # the launch templates were read
+    ],
+)
 def test_new_serving_actions_are_enforced(monkeypatch, missing, key, status):
     """moto enforces the ECS and instance actions too: each one the policy lists is needed."""
     _, result = _enforced_audit(monkeypatch, [a for a in _shipped_actions() if a != missing])

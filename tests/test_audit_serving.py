@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import types
 
+import audit_fixtures as F
 import boto3
 import pytest
 from moto import mock_aws
 
-import audit_fixtures as F
-from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.model import Unresolved
+from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.sources import aws
 from llm_affinity.checks.sources.inputs import load_paths
 
@@ -34,7 +34,8 @@ class _WithCapacity(boto3.session.Session):
 def _access_denied(**_):
     return types.SimpleNamespace(status_code=403, headers={}), {
         "Error": {"Code": "UnauthorizedOperation", "Message": "You are not authorized to perform this operation."},
-        "ResponseMetadata": {}}
+        "ResponseMetadata": {},
+    }
 
 
 @pytest.fixture
@@ -43,10 +44,11 @@ def serving(monkeypatch):
     F.use_fake_credentials(monkeypatch)
 
     def run(*deny: str):
-        monkeypatch.setattr(aws, "SESSION_FACTORY", type("S", (_WithCapacity,), {"deny": deny}))
+        monkeypatch.setattr(aws.config, "SESSION_FACTORY", type("S", (_WithCapacity,), {"deny": deny}))
         with mock_aws():
             ids = F.seed_serving()
             return ids, aws.collect(regions=["us-east-1"])
+
     return run
 
 
@@ -63,16 +65,24 @@ def test_gpu_instances_and_ecs_services_are_judged_in_audit(serving):
     (model,) = result.models
     findings, unknown = _named(ids, evaluate(result.models))
     assert [f for f in findings if f[0] == "FLEET001"] == [
-        ("FLEET001", "tg_cp"), ("FLEET001", "tg_ecs"), ("FLEET001", "tg_gpu")]
+        ("FLEET001", "tg_cp"),
+        ("FLEET001", "tg_ecs"),
+        ("FLEET001", "tg_gpu"),
+    ]
     assert not [f for f in findings if f[1] in ("tg_cpu", "asg", "lt")]  # CPU targets, unattached capacity
     assert unknown == []
     by_id = {tg.id: tg for tg in model.target_groups}
     assert by_id[ids["tg_gpu"]].serving.reason.endswith("accelerator instance type g5.xlarge")
     assert by_id[ids["tg_gpu"]].target_count == 2
-    assert "task definition" in by_id[ids["tg_ecs"]].serving.reason and "reserves GPUs" in by_id[ids["tg_ecs"]].serving.reason
+    assert (
+        "task definition" in by_id[ids["tg_ecs"]].serving.reason
+        and "reserves GPUs" in by_id[ids["tg_ecs"]].serving.reason
+    )
     assert "capacity provider Auto Scaling group" in by_id[ids["tg_cp"]].serving.reason
     assert by_id[ids["tg_cpu"]].serving is None
-    cpu_hosts = [e for e in model.engines if e.type == "AWS::EC2::Instance" and e.launch.instance_types[0].value == "t3.micro"]
+    cpu_hosts = [
+        e for e in model.engines if e.type == "AWS::EC2::Instance" and e.launch.instance_types[0].value == "t3.micro"
+    ]
     assert [h.user_data for h in cpu_hosts] == ["#!/bin/bash\necho hello\n"] * 2  # read: it decides serving
     gpu_hosts = [e for e in model.engines if e.type == "AWS::EC2::Instance" and e not in cpu_hosts]
     assert len(gpu_hosts) == 2 and all(isinstance(h.user_data, Unresolved) for h in gpu_hosts)
@@ -89,10 +99,18 @@ def test_new_calls_are_minimal(serving):
     # target health of the two groups no ASG or ECS service feeds; one DescribeInstances for 4
     # instances; user data of the two CPU instances only; one task definition per distinct
     # definition of a service behind a target group (vllm, plain); one capacity provider batch
-    assert {k: v for k, v in ops.items() if k.startswith(("ecs:", "ec2:DescribeInst")) or k.endswith("TargetHealth")} == {
-        "elasticloadbalancing:DescribeTargetHealth": 2, "ec2:DescribeInstances": 1,
-        "ec2:DescribeInstanceAttribute": 2, "ecs:ListClusters": 1, "ecs:ListServices": 1,
-        "ecs:DescribeServices": 1, "ecs:DescribeTaskDefinition": 2, "ecs:DescribeCapacityProviders": 1}
+    assert {
+        k: v for k, v in ops.items() if k.startswith(("ecs:", "ec2:DescribeInst")) or k.endswith("TargetHealth")
+    } == {
+        "elasticloadbalancing:DescribeTargetHealth": 2,
+        "ec2:DescribeInstances": 1,
+        "ec2:DescribeInstanceAttribute": 2,
+        "ecs:ListClusters": 1,
+        "ecs:ListServices": 1,
+        "ecs:DescribeServices": 1,
+        "ecs:DescribeTaskDefinition": 2,
+        "ecs:DescribeCapacityProviders": 1,
+    }
 
 
 def test_denied_instances_are_unknown_never_a_finding(serving):
@@ -126,6 +144,7 @@ def test_denied_task_definition_is_an_unknown(serving):
 
 # --- the same account as a template: lint and audit agree --------------------------------------
 
+
 def _instance(kind: str, user_data: str | None = None) -> dict:
     props: dict = {"ImageId": "ami-12345678", "InstanceType": kind}
     if user_data is not None:
@@ -141,46 +160,111 @@ def _tg(*targets: str) -> dict:
 
 
 def _listener(tg: str, port: int) -> dict:
-    return {"Type": "AWS::ElasticLoadBalancingV2::Listener", "Properties": {
-        "LoadBalancerArn": {"Ref": "Alb"}, "Protocol": "HTTP", "Port": port,
-        "DefaultActions": [{"Type": "forward", "TargetGroupArn": {"Ref": tg}}]}}
+    return {
+        "Type": "AWS::ElasticLoadBalancingV2::Listener",
+        "Properties": {
+            "LoadBalancerArn": {"Ref": "Alb"},
+            "Protocol": "HTTP",
+            "Port": port,
+            "DefaultActions": [{"Type": "forward", "TargetGroupArn": {"Ref": tg}}],
+        },
+    }
 
 
 def _service(task: str, tg: str, container: str, extra: dict | None = None) -> dict:
-    return {"Type": "AWS::ECS::Service", "Properties": {
-        "Cluster": {"Ref": "Cluster"}, "TaskDefinition": {"Ref": task}, "DesiredCount": 2,
-        "LoadBalancers": [{"TargetGroupArn": {"Ref": tg}, "ContainerName": container, "ContainerPort": 8000}],
-        **(extra or {})}}
+    return {
+        "Type": "AWS::ECS::Service",
+        "Properties": {
+            "Cluster": {"Ref": "Cluster"},
+            "TaskDefinition": {"Ref": task},
+            "DesiredCount": 2,
+            "LoadBalancers": [{"TargetGroupArn": {"Ref": tg}, "ContainerName": container, "ContainerPort": 8000}],
+            **(extra or {}),
+        },
+    }
 
 
-SERVING_TEMPLATE = {"Resources": {
-    "Alb": {"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties": {
-        "Type": "application", "Scheme": "internet-facing", "Subnets": ["subnet-1", "subnet-2"]}},
-    "TgGpu": _tg("GpuA", "GpuB"), "TgCpu": _tg("CpuA", "CpuB"), "TgEcs": _tg(), "TgCp": _tg(),
-    "L80": _listener("TgGpu", 80), "L81": _listener("TgCpu", 81), "L82": _listener("TgEcs", 82), "L83": _listener("TgCp", 83),
-    "GpuA": _instance("g5.xlarge"), "GpuB": _instance("g5.xlarge"),
-    "CpuA": _instance("t3.micro", "#!/bin/bash\necho hello\n"), "CpuB": _instance("t3.micro", "#!/bin/bash\necho hello\n"),
-    "Cluster": {"Type": "AWS::ECS::Cluster", "Properties": {}},
-    "Vllm": {"Type": "AWS::ECS::TaskDefinition", "Properties": {"ContainerDefinitions": [{
-        "Name": "vllm", "Image": "vllm/vllm-openai:latest", "Memory": 16384,
-        "Command": ["--model", "meta-llama/Llama-3.1-8B-Instruct"],
-        "ResourceRequirements": [{"Type": "GPU", "Value": "1"}]}]}},
-    "Plain": {"Type": "AWS::ECS::TaskDefinition", "Properties": {"ContainerDefinitions": [{
-        "Name": "app", "Image": "public.ecr.aws/example/app:1", "Memory": 512}]}},
-    "Ecs": _service("Vllm", "TgEcs", "vllm"),
-    "EcsCp": _service("Plain", "TgCp", "app", {"CapacityProviderStrategy": [
-        {"CapacityProvider": {"Ref": "GpuCapacity"}, "Weight": 1}]}),
-    "Lt": {"Type": "AWS::EC2::LaunchTemplate", "Properties": {"LaunchTemplateData": {
-        "ImageId": "ami-12345678", "InstanceType": "g5.xlarge"}}},
-    "Asg": {"Type": "AWS::AutoScaling::AutoScalingGroup", "Properties": {
-        "MinSize": "0", "MaxSize": "4", "DesiredCapacity": "0", "VPCZoneIdentifier": ["subnet-1"],
-        "LaunchTemplate": {"LaunchTemplateId": {"Ref": "Lt"}, "Version": {"Fn::GetAtt": ["Lt", "LatestVersionNumber"]}}}},
-    "GpuCapacity": {"Type": "AWS::ECS::CapacityProvider", "Properties": {
-        "AutoScalingGroupProvider": {"AutoScalingGroupArn": {"Ref": "Asg"}}}},
-}}
+SERVING_TEMPLATE = {
+    "Resources": {
+        "Alb": {
+            "Type": "AWS::ElasticLoadBalancingV2::LoadBalancer",
+            "Properties": {"Type": "application", "Scheme": "internet-facing", "Subnets": ["subnet-1", "subnet-2"]},
+        },
+        "TgGpu": _tg("GpuA", "GpuB"),
+        "TgCpu": _tg("CpuA", "CpuB"),
+        "TgEcs": _tg(),
+        "TgCp": _tg(),
+        "L80": _listener("TgGpu", 80),
+        "L81": _listener("TgCpu", 81),
+        "L82": _listener("TgEcs", 82),
+        "L83": _listener("TgCp", 83),
+        "GpuA": _instance("g5.xlarge"),
+        "GpuB": _instance("g5.xlarge"),
+        "CpuA": _instance("t3.micro", "#!/bin/bash\necho hello\n"),
+        "CpuB": _instance("t3.micro", "#!/bin/bash\necho hello\n"),
+        "Cluster": {"Type": "AWS::ECS::Cluster", "Properties": {}},
+        "Vllm": {
+            "Type": "AWS::ECS::TaskDefinition",
+            "Properties": {
+                "ContainerDefinitions": [
+                    {
+                        "Name": "vllm",
+                        "Image": "vllm/vllm-openai:latest",
+                        "Memory": 16384,
+                        "Command": ["--model", "meta-llama/Llama-3.1-8B-Instruct"],
+                        "ResourceRequirements": [{"Type": "GPU", "Value": "1"}],
+                    }
+                ]
+            },
+        },
+        "Plain": {
+            "Type": "AWS::ECS::TaskDefinition",
+            "Properties": {
+                "ContainerDefinitions": [{"Name": "app", "Image": "public.ecr.aws/example/app:1", "Memory": 512}]
+            },
+        },
+        "Ecs": _service("Vllm", "TgEcs", "vllm"),
+        "EcsCp": _service(
+            "Plain",
+            "TgCp",
+            "app",
+            {"CapacityProviderStrategy": [{"CapacityProvider": {"Ref": "GpuCapacity"}, "Weight": 1}]},
+        ),
+        "Lt": {
+            "Type": "AWS::EC2::LaunchTemplate",
+            "Properties": {"LaunchTemplateData": {"ImageId": "ami-12345678", "InstanceType": "g5.xlarge"}},
+        },
+        "Asg": {
+            "Type": "AWS::AutoScaling::AutoScalingGroup",
+            "Properties": {
+                "MinSize": "0",
+                "MaxSize": "4",
+                "DesiredCapacity": "0",
+                "VPCZoneIdentifier": ["subnet-1"],
+                "LaunchTemplate": {
+                    "LaunchTemplateId": {"Ref": "Lt"},
+                    "Version": {"Fn::GetAtt": ["Lt", "LatestVersionNumber"]},
+                },
+            },
+        },
+        "GpuCapacity": {
+            "Type": "AWS::ECS::CapacityProvider",
+            "Properties": {"AutoScalingGroupProvider": {"AutoScalingGroupArn": {"Ref": "Asg"}}},
+        },
+    }
+}
 #: template logical id → seed_serving key (instances and capacity carry no finding of their own)
-LOGICAL = {"Alb": "alb", "TgGpu": "tg_gpu", "TgCpu": "tg_cpu", "TgEcs": "tg_ecs", "TgCp": "tg_cp",
-           "Ecs": "ecs", "EcsCp": "ecs_cp", "Asg": "asg", "Lt": "lt"}
+LOGICAL = {
+    "Alb": "alb",
+    "TgGpu": "tg_gpu",
+    "TgCpu": "tg_cpu",
+    "TgEcs": "tg_ecs",
+    "TgCp": "tg_cp",
+    "Ecs": "ecs",
+    "EcsCp": "ecs_cp",
+    "Asg": "asg",
+    "Lt": "lt",
+}
 
 
 def test_lint_and_audit_give_the_same_findings(serving, tmp_path):
@@ -193,7 +277,9 @@ def test_lint_and_audit_give_the_same_findings(serving, tmp_path):
     audited, audit_unknown = _named(ids, evaluate(result.models))
     assert linted == audited
     assert ("FLEET001", "tg_gpu") in linted and ("FLEET001", "tg_ecs") in linted and ("FLEET001", "tg_cp") in linted
-    assert sorted((u.rule.id, LOGICAL.get(u.resource.id, u.resource.id), u.value) for u in lint.unknown) == audit_unknown
+    assert (
+        sorted((u.rule.id, LOGICAL.get(u.resource.id, u.resource.id), u.value) for u in lint.unknown) == audit_unknown
+    )
 
 
 def test_denied_target_health_is_an_unknown(serving):
@@ -202,5 +288,7 @@ def test_denied_target_health_is_an_unknown(serving):
     findings, unknown = _named(ids, evaluate(result.models))
     assert ("FLEET001", "tg_gpu") not in findings and ("FLEET001", "tg_ecs") in findings
     assert [u for u in unknown if u[1] in ("tg_gpu", "tg_cpu")] == [
-        ("FLEET001", "tg_cpu", "Targets"), ("FLEET001", "tg_gpu", "Targets")]
+        ("FLEET001", "tg_cpu", "Targets"),
+        ("FLEET001", "tg_gpu", "Targets"),
+    ]
     assert "ec2:DescribeInstances" not in result.coverage["operations"]

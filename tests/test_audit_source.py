@@ -6,14 +6,15 @@ from __future__ import annotations
 import base64
 import gzip
 
+import audit_fixtures as F
 import pytest
 from moto import mock_aws
 
-import audit_fixtures as F
-from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.model import Candidate, Suppression, Unresolved
+from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.serving import launch_evidence
-from llm_affinity.checks.sources import aws, aws_build as B
+from llm_affinity.checks.sources import aws
+from llm_affinity.checks.sources.aws import build as B
 
 
 @pytest.fixture
@@ -126,18 +127,33 @@ def test_launch_template_version_resolution(account):
     c = F.Clients()
     vpc, subnets = c.network()
     lt = c.launch_template("multi", "t3.large", "#!/bin/bash\necho v1\n")
-    c.ec2.create_launch_template_version(LaunchTemplateId=lt, LaunchTemplateData={
-        "ImageId": "ami-12345678", "InstanceType": "g6.xlarge",
-        "UserData": base64.b64encode(gzip.compress(b"vllm serve m --no-enable-prefix-caching")).decode()})
-    c.ec2.create_launch_template_version(LaunchTemplateId=lt, LaunchTemplateData={
-        "ImageId": "ami-12345678", "InstanceRequirements": {
-            "VCpuCount": {"Min": 4}, "MemoryMiB": {"Min": 8192}, "AcceleratorTypes": ["gpu"]}})
+    c.ec2.create_launch_template_version(
+        LaunchTemplateId=lt,
+        LaunchTemplateData={
+            "ImageId": "ami-12345678",
+            "InstanceType": "g6.xlarge",
+            "UserData": base64.b64encode(gzip.compress(b"vllm serve m --no-enable-prefix-caching")).decode(),
+        },
+    )
+    c.ec2.create_launch_template_version(
+        LaunchTemplateId=lt,
+        LaunchTemplateData={
+            "ImageId": "ami-12345678",
+            "InstanceRequirements": {"VCpuCount": {"Min": 4}, "MemoryMiB": {"Min": 8192}, "AcceleratorTypes": ["gpu"]},
+        },
+    )
     arns = {
         "default": c.asg("v-default", subnets, [], template=lt, version="$Default"),
         "latest": c.asg("v-latest", subnets, [], template=lt, version="$Latest"),
         "two": c.asg("v-two", subnets, [], template=lt, version="2"),
-        "mixed": c.asg("v-mixed", subnets, [], template=lt, version="1",
-                       overrides=[{"InstanceType": "p4d.24xlarge"}, {"InstanceType": "c7i.large"}]),
+        "mixed": c.asg(
+            "v-mixed",
+            subnets,
+            [],
+            template=lt,
+            version="1",
+            overrides=[{"InstanceType": "p4d.24xlarge"}, {"InstanceType": "c7i.large"}],
+        ),
     }
     (model,) = _collect().models
     fleets = {k: _by_id(model.fleets, v) for k, v in arns.items()}
@@ -147,7 +163,9 @@ def test_launch_template_version_resolution(account):
     # $Latest = version 3: attribute-based selection asking for GPUs, no user data
     assert fleets["latest"].launch.instance_types == [] and fleets["latest"].launch.accelerators is True
     assert fleets["latest"].launch.user_data is None
-    assert launch_evidence(fleets["latest"].launch)[0].reason == "attribute-based instance selection asks for accelerators"
+    assert (
+        launch_evidence(fleets["latest"].launch)[0].reason == "attribute-based instance selection asks for accelerators"
+    )
     # version 2: gzip-compressed user data is inflated
     assert fleets["two"].launch.instance_types == [Candidate("g6.xlarge")]
     assert fleets["two"].launch.user_data == "vllm serve m --no-enable-prefix-caching"
@@ -189,7 +207,8 @@ def test_gw004_fires_on_longer_gateway_sessions(account):
     ids = F.seed_gw004()
     report = evaluate(_collect().models)
     assert [(f.rule.id, f.resource.id) for f in report.findings if f.rule.id.startswith("GW")] == [
-        ("GW004", ids["gateway"])]
+        ("GW004", ids["gateway"])
+    ]
 
 
 def test_good_setup_has_no_findings(account):
@@ -231,7 +250,7 @@ def test_call_counts_are_minimal(account):
     vpc, subnets = c.network()
     tgs = [c.tg(f"t{i}", vpc) for i in range(45)]
     lbs = [c.lb(f"l{i}", subnets) for i in range(3)]
-    for lb, tg in zip(lbs, tgs):
+    for lb, tg in zip(lbs, tgs, strict=False):
         c.listener(lb, [tg])
     ops = _collect().coverage["operations"]
     assert ops["elasticloadbalancing:DescribeTargetGroupAttributes"] == 45
@@ -253,13 +272,19 @@ def test_ec2_is_not_needed_without_a_launch_template_to_resolve(account, with_gr
     c = F.Clients()
     if with_group:
         _, subnets = c.network()
-        c.autoscaling.create_launch_configuration(LaunchConfigurationName="lc", ImageId="ami-12345678",
-                                                  InstanceType="g5.xlarge")
+        c.autoscaling.create_launch_configuration(
+            LaunchConfigurationName="lc", ImageId="ami-12345678", InstanceType="g5.xlarge"
+        )
         c.asg("by-configuration", subnets, [], configuration="lc")
     result = _collect()
     assert result.coverage["services"] == {
-        "us-east-1/elbv2": "ok", "us-east-1/autoscaling": "ok", "us-east-1/ec2": "not-needed",
-        "us-east-1/ecs": "ok", "us-east-1/cloudwatch": "ok", "us-east-1/bedrock-agentcore-control": "ok"}
+        "us-east-1/elbv2": "ok",
+        "us-east-1/autoscaling": "ok",
+        "us-east-1/ec2": "not-needed",
+        "us-east-1/ecs": "ok",
+        "us-east-1/cloudwatch": "ok",
+        "us-east-1/bedrock-agentcore-control": "ok",
+    }
     assert not [op for op in result.coverage["operations"] if op.startswith("ec2:")]
     assert result.errors == [] and result.reached_any
     assert "ec2" not in result.models[0].unreadable
@@ -269,13 +294,16 @@ def test_ec2_is_not_needed_without_a_launch_template_to_resolve(account, with_gr
 # --- pure building blocks ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("raw,ids", [
-    ("ALB003,NLB002", ["ALB003", "NLB002"]),
-    ("alb003 nlb002", ["ALB003", "NLB002"]),
-    ("ALB003+NLB002/FLEET001", ["ALB003", "NLB002", "FLEET001"]),
-    (" ALB003 ,, ALB003 ", ["ALB003"]),
-    ("", []),
-])
+@pytest.mark.parametrize(
+    "raw,ids",
+    [
+        ("ALB003,NLB002", ["ALB003", "NLB002"]),
+        ("alb003 nlb002", ["ALB003", "NLB002"]),
+        ("ALB003+NLB002/FLEET001", ["ALB003", "NLB002", "FLEET001"]),
+        (" ALB003 ,, ALB003 ", ["ALB003"]),
+        ("", []),
+    ],
+)
 def test_ignore_tag_separators(raw, ids):
     sups = B.suppressions_from_tags({"llm-affinity:ignore": raw})
     assert [s.rule_id for s in sups] == ids
@@ -292,13 +320,32 @@ def test_unknown_attributes_never_fall_back_to_defaults():
 
 
 def test_forward_shapes():
-    simple = B.forwards_from_actions([{"Type": "forward", "TargetGroupArn": "a", "ForwardConfig": {
-        "TargetGroups": [{"TargetGroupArn": "a", "Weight": 1}], "TargetGroupStickinessConfig": {"Enabled": False}}}])
+    simple = B.forwards_from_actions(
+        [
+            {
+                "Type": "forward",
+                "TargetGroupArn": "a",
+                "ForwardConfig": {
+                    "TargetGroups": [{"TargetGroupArn": "a", "Weight": 1}],
+                    "TargetGroupStickinessConfig": {"Enabled": False},
+                },
+            }
+        ]
+    )
     assert simple[0].weighted is False and simple[0].target_group_ids == ("a",)
     assert simple[0].group_stickiness is False
-    weighted = B.forwards_from_actions([{"Type": "authenticate-oidc"}, {"Type": "forward", "ForwardConfig": {
-        "TargetGroups": [{"TargetGroupArn": "a"}, {"TargetGroupArn": "b"}],
-        "TargetGroupStickinessConfig": {"Enabled": True, "DurationSeconds": 3600}}}])
+    weighted = B.forwards_from_actions(
+        [
+            {"Type": "authenticate-oidc"},
+            {
+                "Type": "forward",
+                "ForwardConfig": {
+                    "TargetGroups": [{"TargetGroupArn": "a"}, {"TargetGroupArn": "b"}],
+                    "TargetGroupStickinessConfig": {"Enabled": True, "DurationSeconds": 3600},
+                },
+            },
+        ]
+    )
     assert len(weighted) == 1 and weighted[0].weighted is True
     assert (weighted[0].group_stickiness, weighted[0].group_stickiness_duration) == (True, 3600)
     assert B.forwards_from_actions([{"Type": "redirect"}]) == []
@@ -316,15 +363,27 @@ def test_gateway_without_detail_is_unknown_not_absent():
     assert gw.authorizer_type == "NONE"
     off = B.build_gateway({}, {"authorizerType": "AWS_IAM", "protocolConfiguration": {"mcp": {}}}, {}, "r", "arn:g")
     assert off.sessions_enabled is False and off.session_timeout == 3600
-    default = B.build_gateway({}, {"authorizerType": "AWS_IAM",
-                                   "protocolConfiguration": {"mcp": {"sessionConfiguration": {}}}}, {}, "r", "arn:g")
+    default = B.build_gateway(
+        {},
+        {"authorizerType": "AWS_IAM", "protocolConfiguration": {"mcp": {"sessionConfiguration": {}}}},
+        {},
+        "r",
+        "arn:g",
+    )
     assert default.sessions_enabled is True and default.session_timeout == 3600  # the API default
 
 
 def test_alarm_watches_metric_math():
-    alarm = {"AlarmArn": "arn:a", "Metrics": [
-        {"Id": "m1", "MetricStat": {"Metric": {"Namespace": "AWS/ApplicationELB", "MetricName": "RequestCountPerTarget"}}},
-        {"Id": "imbalance", "Expression": "MAX(m1)/AVG(m1)", "Label": "hot replica"}]}
+    alarm = {
+        "AlarmArn": "arn:a",
+        "Metrics": [
+            {
+                "Id": "m1",
+                "MetricStat": {"Metric": {"Namespace": "AWS/ApplicationELB", "MetricName": "RequestCountPerTarget"}},
+            },
+            {"Id": "imbalance", "Expression": "MAX(m1)/AVG(m1)", "Label": "hot replica"},
+        ],
+    }
     assert B.alarm_watches(alarm) == ["RequestCountPerTarget", "m1", "MAX(m1)/AVG(m1)", "imbalance", "hot replica"]
 
 
@@ -359,7 +418,7 @@ def test_concurrency_is_bounded_by_max_workers(account, monkeypatch):
             self.events.register("after-call", leave)
             self.events.register("after-call-error", leave)
 
-    monkeypatch.setattr(aws, "SESSION_FACTORY", Watching)
+    monkeypatch.setattr(aws.config, "SESSION_FACTORY", Watching)
     result = aws.collect(regions=["us-east-1"], max_workers=4)
     assert result.reached_any and len(result.models[0].target_groups) == 30
     assert 1 < state["peak"] <= 4

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 from xml.etree import ElementTree as ET
 
 import pytest
-
 from conftest import FIXTURES, RULE_FIXTURES, SARIF_SCHEMA, lint_json, run_cli
 
-FAIL = str(RULE_FIXTURES / "ALB001_fail.yaml")      # one error
-PASS = str(RULE_FIXTURES / "ALB001_pass.yaml")      # nothing
-WARN = str(RULE_FIXTURES / "FLEET006_fail.yaml")    # warnings + info, no error
+FAIL = str(RULE_FIXTURES / "ALB001_fail.yaml")  # one error
+PASS = str(RULE_FIXTURES / "ALB001_pass.yaml")  # nothing
+WARN = str(RULE_FIXTURES / "FLEET006_fail.yaml")  # warnings + info, no error
 JSON_KEYS = {"tool", "version", "findings", "suppressed", "unknown", "errors", "coverage", "summary"}
 FINDING_KEYS = {"rule_id", "severity", "title", "message", "resource", "remediation", "docs"}
 RESOURCE_KEYS = {"id", "type", "file", "line", "region"}
@@ -27,8 +25,13 @@ def test_json_shape_and_exit_1_on_error():
     assert set(finding) == FINDING_KEYS
     assert set(finding["resource"]) == RESOURCE_KEYS
     assert finding["rule_id"] == "ALB001" and finding["severity"] == "error"
-    assert finding["resource"] == {"id": "Tg", "type": "AWS::ElasticLoadBalancingV2::TargetGroup",
-                                   "file": FAIL, "line": 3, "region": None}
+    assert finding["resource"] == {
+        "id": "Tg",
+        "type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+        "file": FAIL,
+        "line": 3,
+        "region": None,
+    }
     assert data["summary"] == {"error": 1, "warning": 0, "info": 0}
     assert data["coverage"]["inputs"] == [FAIL] and data["coverage"]["resources_checked"] == 1
     assert data["errors"] == [] and data["unknown"] == [] and data["suppressed"] == []
@@ -84,13 +87,16 @@ def test_text_output_groups_by_file_with_line_and_fix():
 def test_sarif_validates_against_schema(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads(SARIF_SCHEMA.read_text())
-    proc = run_cli("lint", FAIL, str(RULE_FIXTURES / "SUP001_pass.yaml"), str(tmp_path / "missing.yaml"),
-                   "--format", "sarif")
+    proc = run_cli(
+        "lint", FAIL, str(RULE_FIXTURES / "SUP001_pass.yaml"), str(tmp_path / "missing.yaml"), "--format", "sarif"
+    )
     sarif = json.loads(proc.stdout)
     jsonschema.Draft4Validator(schema).validate(sarif)
     run = sarif["runs"][0]
     rules = run["tool"]["driver"]["rules"]
-    assert len(rules) == 27 and all(r["helpUri"].startswith("https://") and r["shortDescription"]["text"] for r in rules)
+    assert len(rules) == 27 and all(
+        r["helpUri"].startswith("https://") and r["shortDescription"]["text"] for r in rules
+    )
     results = {r["ruleId"]: r for r in run["results"]}
     loc = results["ALB001"]["locations"][0]["physicalLocation"]
     assert loc["artifactLocation"]["uri"] == "tests/fixtures/rules/ALB001_fail.yaml" and loc["region"]["startLine"] == 3
@@ -113,7 +119,16 @@ def test_rules_command_text_and_json():
     data = json.loads(run_cli("rules", "--format", "json").stdout)
     ids = [r["id"] for r in data["rules"]]
     assert len(ids) == 27 and ids[0] == "ALB001"
-    assert set(data["rules"][0]) >= {"id", "title", "severity", "layer", "failure_mode", "rationale", "remediation", "docs"}
+    assert set(data["rules"][0]) >= {
+        "id",
+        "title",
+        "severity",
+        "layer",
+        "failure_mode",
+        "rationale",
+        "remediation",
+        "docs",
+    }
 
 
 def test_help_and_version():
@@ -139,15 +154,18 @@ def _assert_one_clean_line(proc, name):
     assert name in lines[0] and "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("name, content", [
-    ("not-yaml.yaml", "Resources: [unclosed\n  - : :"),
-    ("no-resources.yaml", "Outputs: {}\n"),
-    ("empty.json", ""),
-    ("binary.template", bytes(range(256)) * 4),
-    ("dup.yaml", "Resources:\n  A: {Type: X}\n  A: {Type: Y}\n"),
-    ("list.json", "[1, 2, 3]"),
-    ("latin1.yaml", "Resources:\n  A: {Type: '\xe9'}\n".encode("latin-1")),
-])
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("not-yaml.yaml", "Resources: [unclosed\n  - : :"),
+        ("no-resources.yaml", "Outputs: {}\n"),
+        ("empty.json", ""),
+        ("binary.template", bytes(range(256)) * 4),
+        ("dup.yaml", "Resources:\n  A: {Type: X}\n  A: {Type: Y}\n"),
+        ("list.json", "[1, 2, 3]"),
+        ("latin1.yaml", "Resources:\n  A: {Type: '\xe9'}\n".encode("latin-1")),
+    ],
+)
 def test_malformed_next_to_good_input(write, name, content):
     bad = write(name, content)
     proc = run_cli("lint", "--format", "json", bad, FAIL)
@@ -174,7 +192,9 @@ def test_folder_with_nothing_to_lint(tmp_path):
 
 
 def test_fifty_megabyte_template(write):
-    big = write("big.json", '{"Resources": {"A": {"Type": "X", "Properties": {"Blob": "' + "x" * (50 * 1024 * 1024) + '"}}}}')
+    big = write(
+        "big.json", '{"Resources": {"A": {"Type": "X", "Properties": {"Blob": "' + "x" * (50 * 1024 * 1024) + '"}}}}'
+    )
     proc = run_cli("lint", big)
     assert proc.returncode == 2
     _assert_one_clean_line(proc, big)
@@ -197,13 +217,15 @@ def test_lint_path_never_imports_cdk_or_boto3():
     import subprocess
     import sys
 
-    code = ("import sys, contextlib, io\n"
-            "from llm_affinity.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            f"    main(['lint', {PASS!r}, '--format', 'sarif'])\n"
-            "    main(['rules'])\n"
-            "bad = [m for m in ('aws_cdk', 'jsii', 'boto3', 'botocore', 'cdk_nag', 'constructs') if m in sys.modules]\n"
-            "print(','.join(bad))\n")
+    code = (
+        "import sys, contextlib, io\n"
+        "from llm_affinity.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['lint', {PASS!r}, '--format', 'sarif'])\n"
+        "    main(['rules'])\n"
+        "bad = [m for m in ('aws_cdk', 'jsii', 'boto3', 'botocore', 'cdk_nag', 'constructs') if m in sys.modules]\n"
+        "print(','.join(bad))\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ""
@@ -215,10 +237,12 @@ def _fake_audit(monkeypatch, errors, services, reached_any=True):
     from llm_affinity.checks.sources import aws
 
     def collect(**kwargs):
-        return aws.AuditResult(models=[finish(Model(scope="aws:123456789012"))],
-                               errors=[ModelError(i, m) for i, m in errors],
-                               coverage={"regions": ["us-east-1"], "services": services},
-                               reached_any=reached_any)
+        return aws.AuditResult(
+            models=[finish(Model(scope="aws:123456789012"))],
+            errors=[ModelError(i, m) for i, m in errors],
+            coverage={"regions": ["us-east-1"], "services": services},
+            reached_any=reached_any,
+        )
 
     monkeypatch.setattr(aws, "collect", collect)
 
@@ -226,8 +250,11 @@ def _fake_audit(monkeypatch, errors, services, reached_any=True):
 def test_audit_service_not_offered_in_region_is_listed_but_not_a_failure(monkeypatch, capsys):
     from llm_affinity.cli import main
 
-    _fake_audit(monkeypatch, [("ap-east-2/bedrock-agentcore-control", "not offered in this region")],
-                {"ap-east-2/bedrock-agentcore-control": "unavailable", "ap-east-2/elbv2": "ok"})
+    _fake_audit(
+        monkeypatch,
+        [("ap-east-2/bedrock-agentcore-control", "not offered in this region")],
+        {"ap-east-2/bedrock-agentcore-control": "unavailable", "ap-east-2/elbv2": "ok"},
+    )
     assert main(["audit", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["errors"][0]["input"] == "ap-east-2/bedrock-agentcore-control"
@@ -238,13 +265,16 @@ def test_audit_denied_service_exits_2_and_nothing_reached_exits_3(monkeypatch, c
 
     _fake_audit(monkeypatch, [("us-east-1/cloudwatch", "AccessDenied")], {"us-east-1/cloudwatch": "denied"})
     assert main(["audit", "--format", "json"]) == 2
-    _fake_audit(monkeypatch, [("us-east-1/elbv2", "connection refused")], {"us-east-1/elbv2": "unreachable"},
-                reached_any=False)
+    _fake_audit(
+        monkeypatch, [("us-east-1/elbv2", "connection refused")], {"us-east-1/elbv2": "unreachable"}, reached_any=False
+    )
     assert main(["audit", "--format", "json"]) == 3
     capsys.readouterr()
 
 
 def test_sarif_uri_is_relative_to_the_checkout():
     proc = run_cli("lint", str(RULE_FIXTURES / "ALB001_fail.yaml"), "--format", "sarif")
-    uri = json.loads(proc.stdout)["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    uri = json.loads(proc.stdout)["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"][
+        "uri"
+    ]
     assert uri == "tests/fixtures/rules/ALB001_fail.yaml"

@@ -8,18 +8,18 @@ from __future__ import annotations
 import json
 import types
 
+import audit_fixtures as F
 import boto3
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
-import audit_fixtures as F
 from llm_affinity.checks import normalize as N
 from llm_affinity.checks.assemble import finish
-from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.model import Invalid, Unresolved
 from llm_affinity.checks.rules import REGISTRY, Settings
+from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.sources import aws
 from llm_affinity.checks.sources.inputs import load_paths
 
@@ -45,15 +45,25 @@ def attribute_sets(draw):
 
 
 def _template(tmp_path, tg_attrs, lb_attrs, unreadable: bool = False) -> str:
-    tg_list = {"Fn::ImportValue": "SharedAttributes"} if unreadable else [
-        {"Key": k, "Value": v} for k, v in tg_attrs.items()]
-    template = {"Resources": {
-        "Tg": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-            "Protocol": "HTTP", "Port": 8000, "VpcId": "vpc-1", "TargetGroupAttributes": tg_list}},
-        "Lb": {"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties": {
-            "Type": "application", "Scheme": "internet-facing",
-            "LoadBalancerAttributes": [{"Key": k, "Value": v} for k, v in lb_attrs.items()]}},
-    }}
+    tg_list = (
+        {"Fn::ImportValue": "SharedAttributes"} if unreadable else [{"Key": k, "Value": v} for k, v in tg_attrs.items()]
+    )
+    template = {
+        "Resources": {
+            "Tg": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {"Protocol": "HTTP", "Port": 8000, "VpcId": "vpc-1", "TargetGroupAttributes": tg_list},
+            },
+            "Lb": {
+                "Type": "AWS::ElasticLoadBalancingV2::LoadBalancer",
+                "Properties": {
+                    "Type": "application",
+                    "Scheme": "internet-facing",
+                    "LoadBalancerAttributes": [{"Key": k, "Value": v} for k, v in lb_attrs.items()],
+                },
+            },
+        }
+    }
     path = tmp_path / "t.json"
     path.write_text(json.dumps(template), encoding="utf-8")
     (model,) = load_paths([str(path)]).models
@@ -66,8 +76,9 @@ def _live(tg_attrs, lb_attrs, deny_tg_attributes: bool = False):
     c.tg("tg", vpc, attrs=tg_attrs or None)
     lb = c.lb("lb", subnets)
     if lb_attrs:
-        c.elb.modify_load_balancer_attributes(LoadBalancerArn=lb, Attributes=[
-            {"Key": k, "Value": v} for k, v in lb_attrs.items()])
+        c.elb.modify_load_balancer_attributes(
+            LoadBalancerArn=lb, Attributes=[{"Key": k, "Value": v} for k, v in lb_attrs.items()]
+        )
     result = aws.collect(regions=["us-east-1"])
     (model,) = result.models
     return model
@@ -81,12 +92,20 @@ class _Denying(boto3.session.Session):
 
         def deny(**_):
             return types.SimpleNamespace(status_code=403, headers={}), {
-                "Error": {"Code": "AccessDenied", "Message": "no"}, "ResponseMetadata": {}}
+                "Error": {"Code": "AccessDenied", "Message": "no"},
+                "ResponseMetadata": {},
+            }
+
         self.events.register("before-call.elastic-load-balancing-v2.DescribeTargetGroupAttributes", deny)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck),
-          phases=[Phase.explicit, Phase.generate], database=None)
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.explicit, Phase.generate],
+    database=None,
+)
 @given(attribute_sets())
 def test_template_and_moto_answer_give_identical_settings(tmp_path_factory, monkeypatch_module, attrs):
     tg_attrs, lb_attrs = attrs
@@ -100,7 +119,7 @@ def test_template_and_moto_answer_give_identical_settings(tmp_path_factory, monk
 def test_unreadable_attributes_give_identical_settings_and_unknowns(tmp_path, monkeypatch):
     F.use_fake_credentials(monkeypatch)
     template = _template(tmp_path, {}, {}, unreadable=True)
-    monkeypatch.setattr(aws, "SESSION_FACTORY", _Denying)
+    monkeypatch.setattr(aws.config, "SESSION_FACTORY", _Denying)
     with mock_aws():
         live = _live({"stickiness.enabled": "true"}, {})
     tpl_tg, live_tg = template.target_groups[0], live.target_groups[0]
@@ -114,7 +133,10 @@ def test_unreadable_attributes_give_identical_settings_and_unknowns(tmp_path, mo
         report = evaluate([model])
         unknown[name] = sorted((u.rule.id, u.value) for u in report.unknown if u.resource.type.endswith("TargetGroup"))
     assert unknown["template"] == unknown["live"]
-    assert ("ALB001", "stickiness.enabled") in unknown["live"] and ("ALB002", "stickiness.lb_cookie.duration_seconds") in unknown["live"]
+    assert ("ALB001", "stickiness.enabled") in unknown["live"] and (
+        "ALB002",
+        "stickiness.lb_cookie.duration_seconds",
+    ) in unknown["live"]
 
 
 @pytest.fixture(scope="module")
@@ -137,16 +159,33 @@ def test_alb011_runs_in_audit(monkeypatch):
     assert lenient.findings == []
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ("true", True), (" FALSE ", False), (True, True), ("1", Invalid("1")), (1, Invalid(1)), ("yes", Invalid("yes")),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("true", True),
+        (" FALSE ", False),
+        (True, True),
+        ("1", Invalid("1")),
+        (1, Invalid(1)),
+        ("yes", Invalid("yes")),
+    ],
+)
 def test_booleans(raw, expected):
     assert N.as_bool(raw) == expected
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ("30", 30), (30, 30), (30.0, 30), (" 7 ", 7), ("1.5h", Invalid("1.5h")), (True, Invalid(True)), ([], Invalid([])),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("30", 30),
+        (30, 30),
+        (30.0, 30),
+        (" 7 ", 7),
+        ("1.5h", Invalid("1.5h")),
+        (True, Invalid(True)),
+        ([], Invalid([])),
+    ],
+)
 def test_integers(raw, expected):
     assert N.as_int(raw) == expected
 
@@ -155,7 +194,8 @@ def test_unresolved_values_are_equal_whatever_the_reason():
     assert Unresolved("!ImportValue") == Unresolved("AccessDenied")
     assert N.target_group({"Protocol": "HTTP", "TargetGroupAttributes": N.UNKNOWN}) == N.target_group(
         {"Protocol": "HTTP", "TargetGroupAttributes": [{"Key": {"Ref": "K"}, "Value": "x"}]}.copy()
-        | {"TargetGroupAttributes": N.UNKNOWN})
+        | {"TargetGroupAttributes": N.UNKNOWN}
+    )
 
 
 def test_defaults_follow_the_protocol():
@@ -179,13 +219,26 @@ def _instance_template(tmp_path, kind: str, count: int, user_data: str, sticky: 
     if user_data:
         instance["UserData"] = {"Fn::Base64": user_data}
     resources = {f"I{i}": {"Type": "AWS::EC2::Instance", "Properties": dict(instance)} for i in range(count)}
-    resources["Tg"] = {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {
-        "Protocol": "HTTP", "Port": 8000, "VpcId": "vpc-1", "Targets": [{"Id": {"Ref": f"I{i}"}} for i in range(count)],
-        "TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": str(sticky).lower()}]}}
+    resources["Tg"] = {
+        "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+        "Properties": {
+            "Protocol": "HTTP",
+            "Port": 8000,
+            "VpcId": "vpc-1",
+            "Targets": [{"Id": {"Ref": f"I{i}"}} for i in range(count)],
+            "TargetGroupAttributes": [{"Key": "stickiness.enabled", "Value": str(sticky).lower()}],
+        },
+    }
     resources["Lb"] = {"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties": {"Type": "application"}}
-    resources["L"] = {"Type": "AWS::ElasticLoadBalancingV2::Listener", "Properties": {
-        "LoadBalancerArn": {"Ref": "Lb"}, "Port": 80, "Protocol": "HTTP",
-        "DefaultActions": [{"Type": "forward", "TargetGroupArn": {"Ref": "Tg"}}]}}
+    resources["L"] = {
+        "Type": "AWS::ElasticLoadBalancingV2::Listener",
+        "Properties": {
+            "LoadBalancerArn": {"Ref": "Lb"},
+            "Port": 80,
+            "Protocol": "HTTP",
+            "DefaultActions": [{"Type": "forward", "TargetGroupArn": {"Ref": "Tg"}}],
+        },
+    }
     path = tmp_path / "i.json"
     path.write_text(json.dumps({"Resources": resources}), encoding="utf-8")
     (model,) = load_paths([str(path)]).models
@@ -198,8 +251,12 @@ def _instance_live(kind: str, count: int, user_data: str, sticky: bool):
     tg = c.tg("tg", vpc, attrs={"stickiness.enabled": str(sticky).lower()})
     c.listener(c.lb("lb", subnets), [tg])
     kw = {"UserData": user_data} if user_data else {}
-    ids = [i["InstanceId"] for i in c.ec2.run_instances(ImageId="ami-12345678", MinCount=count, MaxCount=count,
-                                                        InstanceType=kind, SubnetId=subnets[0], **kw)["Instances"]]
+    ids = [
+        i["InstanceId"]
+        for i in c.ec2.run_instances(
+            ImageId="ami-12345678", MinCount=count, MaxCount=count, InstanceType=kind, SubnetId=subnets[0], **kw
+        )["Instances"]
+    ]
     c.elb.register_targets(TargetGroupArn=tg, Targets=[{"Id": i} for i in ids])
     (model,) = aws.collect(regions=["us-east-1"]).models
     return model
@@ -211,7 +268,9 @@ def _instance_view(model):
     hosts = model.instances_for(tg)
     report = evaluate([model])
     return {
-        "settings": tg.settings, "target_count": tg.target_count, "serving": tg.serving is not None,
+        "settings": tg.settings,
+        "target_count": tg.target_count,
+        "serving": tg.serving is not None,
         "reason": tg.serving.reason.split(": ", 1)[1] if tg.serving else None,
         "launch": sorted((tuple(c.value for c in h.launch.instance_types), h.launch.accelerators) for h in hosts),
         "findings": sorted((f.rule.id, f.resource.type) for f in report.findings),
@@ -219,11 +278,17 @@ def _instance_view(model):
     }
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck),
-          phases=[Phase.explicit, Phase.generate], database=None)
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.explicit, Phase.generate],
+    database=None,
+)
 @given(st.sampled_from(INSTANCE_TYPES), st.integers(1, 3), st.sampled_from(USER_DATA), st.booleans())
 def test_template_targets_and_registered_instances_give_identical_models(
-        tmp_path_factory, monkeypatch_module, kind, count, user_data, sticky):
+    tmp_path_factory, monkeypatch_module, kind, count, user_data, sticky
+):
     template = _instance_template(tmp_path_factory.mktemp("i"), kind, count, user_data, sticky)
     with mock_aws():
         live = _instance_live(kind, count, user_data, sticky)

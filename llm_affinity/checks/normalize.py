@@ -2,7 +2,7 @@
 
 Both sources call these functions: the template source with a resource's properties resolved
 for one scenario (leaves may be UNKNOWN, text with unresolved parts, or references), the live
-source with API answers that :mod:`.sources.aws_build` first reshapes into the same
+source with API answers that :mod:`.sources.aws.build` first reshapes into the same
 CloudFormation shape. So a target group written in a template and the same target group read
 from an account give equal settings — including when its attributes cannot be read (an
 ``!ImportValue`` list there, AccessDenied here: every setting :class:`Unresolved`).

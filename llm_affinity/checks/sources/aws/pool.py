@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import IO, Any, Callable
 
-from .aws_errors import TimedOut
+from .errors import TimedOut
 
 
 class Deadline:
@@ -61,8 +61,9 @@ class DaemonPool:
 
     def __init__(self, workers: int, name: str):
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
-                         for i in range(max(1, workers))]
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(max(1, workers))
+        ]
         for thread in self._threads:
             thread.start()
 

@@ -1,8 +1,8 @@
 """What went wrong with one AWS call, in one line: the coverage status it earns and a message.
 
-Kept apart from the readers (``aws.py``) because every status the audit reports comes from
-here, and because the messages are what a user reads: they must be one line, name the real
-endpoint of the region asked, and never carry a server's raw HTML error page.
+Kept apart from the readers because every status the audit reports comes from here, and
+because the messages are what a user reads: they must be one line, name the real endpoint of
+the region asked, and never carry a server's raw HTML error page.
 """
 
 from __future__ import annotations
@@ -15,25 +15,58 @@ import botocore.exceptions as bexc
 from botocore.parsers import ResponseParserError
 
 DENIED_CODES = {
-    "AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess",
-    "AuthorizationError", "Forbidden", "ForbiddenException", "AccessDeniedFault",
+    "AccessDenied",
+    "AccessDeniedException",
+    "UnauthorizedOperation",
+    "UnauthorizedAccess",
+    "AuthorizationError",
+    "Forbidden",
+    "ForbiddenException",
+    "AccessDeniedFault",
 }
 CREDENTIAL_CODES = {
-    "ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException",
-    "SignatureDoesNotMatch", "AuthFailure", "InvalidToken", "RequestExpired", "IncompleteSignature",
-    "MissingAuthenticationToken", "InvalidAccessKeyId", "InvalidSignatureException",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "InvalidClientTokenId",
+    "UnrecognizedClientException",
+    "SignatureDoesNotMatch",
+    "AuthFailure",
+    "InvalidToken",
+    "RequestExpired",
+    "IncompleteSignature",
+    "MissingAuthenticationToken",
+    "InvalidAccessKeyId",
+    "InvalidSignatureException",
 }
 THROTTLE_CODES = {
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded",
-    "TooManyRequestsException", "RequestThrottled", "RequestThrottledException", "SlowDown",
-    "EC2ThrottledException", "PriorRequestNotComplete", "BandwidthLimitExceeded",
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestLimitExceeded",
+    "TooManyRequestsException",
+    "RequestThrottled",
+    "RequestThrottledException",
+    "SlowDown",
+    "EC2ThrottledException",
+    "PriorRequestNotComplete",
+    "BandwidthLimitExceeded",
 }
 UNAVAILABLE_CODES = {"OptInRequired", "UnknownOperationException", "InvalidAction", "UnsupportedOperation"}
 NOT_FOUND_SUFFIXES = ("NotFound", "NotFoundException")
 
 #: Coverage statuses, from best to worst; a fatal failure keeps the worst one seen.
-STATUS_RANK = {"ok": 0, "not-needed": 0, "unavailable": 1, "partial": 2, "skipped": 3, "error": 4,
-               "timed-out": 5, "throttled": 6, "denied": 7, "unreachable": 8}
+STATUS_RANK = {
+    "ok": 0,
+    "not-needed": 0,
+    "unavailable": 1,
+    "partial": 2,
+    "skipped": 3,
+    "error": 4,
+    "timed-out": 5,
+    "throttled": 6,
+    "denied": 7,
+    "unreachable": 8,
+}
 #: Statuses under which the service was actually read (a call to it succeeded).
 READ_STATUSES = {"ok", "partial"}
 #: Statuses under which nothing is missing although nothing was read.
@@ -54,7 +87,7 @@ class TimedOut(Exception):
 def one_line(text: object, limit: int = LINE_LIMIT) -> str:
     """Whitespace (newlines included) collapsed, at most ``limit`` characters."""
     out = " ".join(str(text).split())
-    return out if len(out) <= limit else out[:limit - 1] + "…"
+    return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
 def summarise_body(text: str, status: int | str | None = None) -> str:
@@ -109,9 +142,17 @@ def classify(exc: BaseException, attempts: int | None = None) -> tuple[str, str]
         if code in UNAVAILABLE_CODES:
             return "unavailable", text
         return "error", text
-    if isinstance(exc, (bexc.NoCredentialsError, bexc.PartialCredentialsError,
-                        bexc.CredentialRetrievalError, bexc.NoAuthTokenError,
-                        bexc.TokenRetrievalError, bexc.SSOError)):
+    if isinstance(
+        exc,
+        (
+            bexc.NoCredentialsError,
+            bexc.PartialCredentialsError,
+            bexc.CredentialRetrievalError,
+            bexc.NoAuthTokenError,
+            bexc.TokenRetrievalError,
+            bexc.SSOError,
+        ),
+    ):
         return "denied", f"no usable credentials: {one_line(exc)}"
     if isinstance(exc, (bexc.ConnectionError, bexc.HTTPClientError)):
         # connection refused, DNS, proxy, connect/read timeouts, closed connections

@@ -1,6 +1,6 @@
 """Thin adapters from AWS API answers (plain dicts, as boto3 returns them) to model objects.
-No boto3 import, no I/O: the live source (:mod:`.aws`) fetches, this module reshapes each
-answer into CloudFormation-shaped properties and hands them to :mod:`..normalize` — the same
+No boto3 import, no I/O: the readers of this package fetch, this module reshapes each
+answer into CloudFormation-shaped properties and hands them to :mod:`...normalize` — the same
 functions the template source uses, so a resource gives the same settings from both sources.
 
 An answer the API did not give becomes :class:`Unresolved` (never a guess): attributes that
@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from .. import normalize as N
-from ...common.definitions import IGNORE_REASON_TAG, IGNORE_TAG
-from ..model import (
+from ....common.definitions import IGNORE_REASON_TAG, IGNORE_TAG
+from ... import normalize as N
+from ...model import (
     UNKNOWN,
     Alarm,
     Candidate,
@@ -97,8 +97,7 @@ def loc(arn: str, rtype: str, region: str) -> Location:
 def _tagged(arn: str, rtype: str, region: str, tags: dict[str, Any]) -> dict[str, Any]:
     """The fields every live resource shares: ARN as id, location, tags and the suppressions
     its tags carry."""
-    return {"id": arn, "location": loc(arn, rtype, region), "tags": tags,
-            "suppressions": suppressions_from_tags(tags)}
+    return {"id": arn, "location": loc(arn, rtype, region), "tags": tags, "suppressions": suppressions_from_tags(tags)}
 
 
 def attrs_to_dict(attributes: Iterable[dict] | None) -> dict[str, Any]:
@@ -119,15 +118,20 @@ def _dedupe(items: Iterable[Any]) -> list[Any]:
 
 def build_load_balancer(lb: dict, attributes: dict, tags: dict, region: str) -> LoadBalancer:
     arn = lb["LoadBalancerArn"]
-    props = {"Type": lb.get("Type", UNKNOWN), "Scheme": lb.get("Scheme", UNKNOWN),
-             "LoadBalancerAttributes": _attribute_list(attributes)}
+    props = {
+        "Type": lb.get("Type", UNKNOWN),
+        "Scheme": lb.get("Scheme", UNKNOWN),
+        "LoadBalancerAttributes": _attribute_list(attributes),
+    }
     return LoadBalancer(**_tagged(arn, T_LB, region, tags), settings=N.load_balancer(props))
 
 
 def build_target_group(tg: dict, attributes: dict, tags: dict, region: str) -> TargetGroup:
     arn = tg["TargetGroupArn"]
-    props: dict[str, Any] = {"TargetType": tg.get("TargetType", UNKNOWN),
-                             "TargetGroupAttributes": _attribute_list(attributes)}
+    props: dict[str, Any] = {
+        "TargetType": tg.get("TargetType", UNKNOWN),
+        "TargetGroupAttributes": _attribute_list(attributes),
+    }
     if "Protocol" in tg:
         props["Protocol"] = tg["Protocol"]
     return TargetGroup(
@@ -252,16 +256,24 @@ def build_launch_spec(
                 types = _types(data["InstanceType"])
             accelerators = _either(accelerators, asks_for_accelerators(data.get("InstanceRequirements")))
             user_data = decode_user_data(data.get("UserData"))
-        source = template_arn(template_id) if (template_arn and template_id and template_id.startswith("lt-")) else template_id
-        return LaunchSpec(instance_types=_dedupe(types), user_data=user_data,
-                          accelerators=accelerators, source_id=source)
+        source = (
+            template_arn(template_id)
+            if (template_arn and template_id and template_id.startswith("lt-"))
+            else template_id
+        )
+        return LaunchSpec(
+            instance_types=_dedupe(types), user_data=user_data, accelerators=accelerators, source_id=source
+        )
     name = asg.get("LaunchConfigurationName")
     if name:
         lc = (configurations or {}).get(name) if configurations is not None else None
         if lc is None:
             return LaunchSpec(instance_types=_types(None), user_data=Unresolved(_NOT_READ), source_id=name)
-        return LaunchSpec(instance_types=_types(lc.get("InstanceType")), user_data=decode_user_data(lc.get("UserData")),
-                          source_id=lc.get("LaunchConfigurationARN") or name)
+        return LaunchSpec(
+            instance_types=_types(lc.get("InstanceType")),
+            user_data=decode_user_data(lc.get("UserData")),
+            source_id=lc.get("LaunchConfigurationARN") or name,
+        )
     # launched by something the API did not describe to us (e.g. a new launch mechanism)
     return LaunchSpec(instance_types=_types(None), user_data=Unresolved(_NOT_READ), source_id=None)
 
@@ -276,9 +288,11 @@ def _template_data(spec: dict, templates, versions) -> tuple[dict | None, str | 
     template = None
     if templates is not None:
         template = templates.get(spec.get("LaunchTemplateId") or "") or templates.get(
-            spec.get("LaunchTemplateName") or "")
-    template_id = (template or {}).get("LaunchTemplateId") or spec.get("LaunchTemplateId") or spec.get(
-        "LaunchTemplateName")
+            spec.get("LaunchTemplateName") or ""
+        )
+    template_id = (
+        (template or {}).get("LaunchTemplateId") or spec.get("LaunchTemplateId") or spec.get("LaunchTemplateName")
+    )
     if template is None or versions is None:
         return None, template_id
     number = resolve_version(spec.get("Version"), template)
@@ -293,7 +307,8 @@ def template_versions_needed(asgs: Iterable[dict], templates: dict[str, dict]) -
 
     def add(spec: dict) -> None:
         template = templates.get(spec.get("LaunchTemplateId") or "") or templates.get(
-            spec.get("LaunchTemplateName") or "")
+            spec.get("LaunchTemplateName") or ""
+        )
         if template is None:
             return
         number = resolve_version(spec.get("Version"), template)
@@ -341,10 +356,21 @@ def build_template_engine(template: dict, number: int, data: dict, region: str, 
     if user_data is None:
         return None
     tags = tags_to_dict(template.get("Tags"))
-    launch = LaunchSpec(_types(data.get("InstanceType")) if data.get("InstanceType") else [], user_data,
-                        asks_for_accelerators(data.get("InstanceRequirements")), arn)
-    return EngineHost(id=arn, location=loc(arn, T_LT, region), variant=f"version {number}",
-                      tags=tags, suppressions=suppressions_from_tags(tags), user_data=user_data, launch=launch)
+    launch = LaunchSpec(
+        _types(data.get("InstanceType")) if data.get("InstanceType") else [],
+        user_data,
+        asks_for_accelerators(data.get("InstanceRequirements")),
+        arn,
+    )
+    return EngineHost(
+        id=arn,
+        location=loc(arn, T_LT, region),
+        variant=f"version {number}",
+        tags=tags,
+        suppressions=suppressions_from_tags(tags),
+        user_data=user_data,
+        launch=launch,
+    )
 
 
 def build_configuration_engine(lc: dict, region: str) -> EngineHost | None:
@@ -391,8 +417,10 @@ def containers_to_cfn(containers: Iterable[dict] | None) -> list[dict]:
     out = []
     for c in containers or ():
         cfn: dict[str, Any] = {
-            "ResourceRequirements": [{"Type": r.get("type"), "Value": r.get("value")}
-                                     for r in c.get("resourceRequirements") or ()]}
+            "ResourceRequirements": [
+                {"Type": r.get("type"), "Value": r.get("value")} for r in c.get("resourceRequirements") or ()
+            ]
+        }
         for api_key, key in (("image", "Image"), ("command", "Command"), ("entryPoint", "EntryPoint")):
             if c.get(api_key) is not None:
                 cfn[key] = c[api_key]
@@ -418,9 +446,15 @@ def build_service(service: dict, task: Any, providers: dict[str, dict] | None, r
         if group.get("autoScalingGroupArn") and group["autoScalingGroupArn"] not in fleets:
             fleets.append(group["autoScalingGroupArn"])
     desired = service.get("desiredCount")
-    return Service(**_tagged(arn, T_SERVICE, region, tags), target_group_ids=service_target_groups(service),
-                   task_definition=service.get("taskDefinition"), gpu=gpu, commands=commands,
-                   capacity_fleet_ids=fleets, desired=desired if isinstance(desired, int) else None)
+    return Service(
+        **_tagged(arn, T_SERVICE, region, tags),
+        target_group_ids=service_target_groups(service),
+        task_definition=service.get("taskDefinition"),
+        gpu=gpu,
+        commands=commands,
+        capacity_fleet_ids=fleets,
+        desired=desired if isinstance(desired, int) else None,
+    )
 
 
 # --- AgentCore Gateway -------------------------------------------------------------------------
@@ -430,8 +464,10 @@ def build_gateway(summary: dict, detail: dict | None, tags: dict, region: str, a
     """``detail``: the get_gateway answer, or None when it could not be read (session fields
     become UNKNOWN: list_gateways does not carry them)."""
     if detail is None:
-        props: dict[str, Any] = {"AuthorizerType": summary.get("authorizerType", UNKNOWN),
-                                 "ProtocolConfiguration": UNKNOWN}
+        props: dict[str, Any] = {
+            "AuthorizerType": summary.get("authorizerType", UNKNOWN),
+            "ProtocolConfiguration": UNKNOWN,
+        }
     else:
         mcp = (detail.get("protocolConfiguration") or {}).get("mcp") or {}
         session = mcp.get("sessionConfiguration")
@@ -454,5 +490,4 @@ def alarm_watches(alarm: dict) -> list[str]:
 
 def build_alarm(alarm: dict, region: str, composite: bool = False) -> Alarm:
     arn = alarm.get("AlarmArn") or alarm.get("AlarmName", "")
-    return Alarm(id=arn, location=loc(arn, T_COMPOSITE if composite else T_ALARM, region),
-                 watches=alarm_watches(alarm))
+    return Alarm(id=arn, location=loc(arn, T_COMPOSITE if composite else T_ALARM, region), watches=alarm_watches(alarm))

@@ -1,0 +1,98 @@
+"""Amazon ECS in one region → services (with the task definition and capacity providers of
+those a rule judges).
+
+Only a service behind a target group or tagged with the role tag needs its task definition (it
+says whether the service serves inference); the others are listed without it, so the number of
+DescribeTaskDefinition calls follows what rules need, not the size of the account.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...model import ROLE_TAG, Unresolved
+from . import build as B
+from . import config
+from .coverage import Coverage, Part
+from .errors import is_not_found
+from .session import AuditSession
+
+
+def read(session: AuditSession, region: str, cov: Coverage) -> Part:
+    """ECS services: clusters → services (10 per DescribeServices, with tags) → the task
+    definition of each service behind a target group or tagged (one call per distinct
+    definition) and its capacity providers (one call per 100 names) → Service objects."""
+    part = Part()
+    c = session.client("ecs", region)
+    try:
+        clusters = session.call(session.pages, c, "list_clusters", "clusterArns")
+    except Exception as exc:
+        cov.fail(exc, fatal=True)
+        return part
+    cov.read()
+    batches: list[tuple[str, list[str]]] = []
+    for cluster, arns, exc in session.fan_out(
+        lambda cl: session.pages(c, "list_services", "serviceArns", cluster=cl), clusters
+    ):
+        if exc is not None:
+            if not is_not_found(exc):
+                cov.fail(exc, fatal=False, what="services of a cluster unread")
+            continue
+        batches += [(cluster, arns[i : i + config.SERVICE_BATCH]) for i in range(0, len(arns), config.SERVICE_BATCH)]
+    services: list[dict] = []
+    for batch, result, exc in session.fan_out(
+        lambda b: c.describe_services(cluster=b[0], services=b[1], include=["TAGS"])["services"], batches
+    ):
+        if exc is not None:
+            cov.fail(exc, fatal=False, what=f"{len(batch[1])} services unread")
+        else:
+            services += [x for x in result if x.get("status") != "INACTIVE"]
+
+    def relevant(x: dict) -> bool:  # the only services whose task definition a rule needs
+        return bool(B.service_target_groups(x)) or B.tags_to_dict(x.get("tags")).get(ROLE_TAG) is not None
+
+    judged = [x for x in services if relevant(x)]
+    names = sorted(
+        {
+            i["capacityProvider"]
+            for x in judged
+            for i in x.get("capacityProviderStrategy") or ()
+            if i.get("capacityProvider") and i["capacityProvider"] not in B.BUILTIN_CAPACITY_PROVIDERS
+        }
+    )
+    provider_f = [
+        session.submit(
+            lambda n: c.describe_capacity_providers(capacityProviders=n)["capacityProviders"],
+            names[i : i + config.PROVIDER_BATCH],
+        )
+        for i in range(0, len(names), config.PROVIDER_BATCH)
+    ]
+    tasks: dict[str, Any] = {}
+    for arn, result, exc in session.fan_out(
+        lambda a: c.describe_task_definition(taskDefinition=a)["taskDefinition"],
+        sorted({x["taskDefinition"] for x in judged if x.get("taskDefinition")}),
+    ):
+        if exc is not None:
+            cov.fail(exc, fatal=False, what="task definitions unread")
+            tasks[arn] = Unresolved("task definition could not be read")
+        else:
+            tasks[arn] = result
+    providers: dict[str, dict] | None = {}
+    for fut in provider_f:
+        try:
+            for p in session.wait(fut):
+                providers[p.get("name", "")] = providers[p.get("capacityProviderArn", "")] = p
+        except Exception as exc:
+            cov.fail(exc, fatal=False, what="capacity providers unread")
+            providers = None
+            break
+    for x in services:
+        task = tasks.get(x.get("taskDefinition") or "") if relevant(x) else None
+        if task is None:
+            task = Unresolved(
+                "task definition not read: the service is behind no target group"
+                if not relevant(x)
+                else "no task definition"
+            )
+        part.services.append(B.build_service(x, task, providers, region))
+    return part

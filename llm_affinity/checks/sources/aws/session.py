@@ -1,0 +1,114 @@
+"""One audit's connection to AWS: clients, the shared call pool, the deadline, call counting.
+
+Every reader gets the same :class:`AuditSession`, so all calls of an audit share one bounded
+pool of daemon threads (``max_workers``), one overall deadline and one count of API calls and
+HTTP requests (taken from botocore's own event hooks, retries included). Kept apart from the
+readers so that none of them creates a client, a thread or a timeout of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from concurrent.futures import Future
+from typing import Any, Callable, Iterable
+
+import boto3
+from botocore.config import Config
+
+from . import config
+from .pool import DaemonPool, Deadline
+
+
+class AuditSession:
+    """Clients per (service, region), the call pool and the deadline of one audit; the account
+    and partition, once known, for the ARNs the readers build."""
+
+    def __init__(
+        self,
+        session: "boto3.session.Session",
+        client_config: Config,
+        endpoint_url: str | None,
+        max_workers: int,
+        deadline: Deadline,
+    ):
+        self.session = session
+        self.client_config = client_config
+        self.endpoint_url = endpoint_url
+        self.deadline = deadline
+        self.pool = DaemonPool(max_workers, "audit-call")
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+        self.calls: Counter = Counter()
+        self.http_requests = 0
+        self.account: str | None = None
+        self.partition = "aws"
+        #: every call goes to one endpoint (--endpoint-url or AWS_ENDPOINT_URL): when it is
+        #: unreachable, everything is
+        self.single_endpoint = bool(endpoint_url or os.environ.get("AWS_ENDPOINT_URL"))
+        session.events.register("before-call", self._on_call)
+        session.events.register("before-send", self._on_send)
+
+    # counting via botocore's own event hooks; past the deadline nothing more is sent
+    def _on_call(self, model=None, **_: Any) -> None:
+        self.deadline.check()
+        if model is not None:
+            name = f"{config.IAM_PREFIX.get(model.service_model.service_name, model.service_model.service_name)}:{model.name}"
+            with self._lock:
+                self.calls[name] += 1
+
+    def _on_send(self, **_: Any) -> None:
+        self.deadline.check()  # retries too
+        with self._lock:
+            self.http_requests += 1
+
+    def call_count(self) -> int:
+        """API calls made so far (the workers add to the counter meanwhile)."""
+        with self._lock:
+            return sum(self.calls.values())
+
+    def client(self, service: str, region: str):
+        key = (service, region)
+        with self._lock:
+            if key not in self._clients:
+                kwargs: dict[str, Any] = {"region_name": region, "config": self.client_config}
+                if self.endpoint_url:
+                    kwargs["endpoint_url"] = self.endpoint_url
+                self._clients[key] = self.session.client(service, **kwargs)
+            return self._clients[key]
+
+    # calls --------------------------------------------------------------------------------
+    @staticmethod
+    def pages(client, operation: str, result_key: str, **kwargs: Any) -> list:
+        out: list = []
+        for page in client.get_paginator(operation).paginate(**kwargs):
+            out.extend(page.get(result_key) or [])
+        return out
+
+    def submit(self, fn: Callable, *args: Any, **kwargs: Any) -> Future:
+        return self.pool.submit(fn, *args, **kwargs)
+
+    def wait(self, fut: Future) -> Any:
+        """The future's result, or :class:`TimedOut` once the audit's deadline has passed."""
+        return self.deadline.wait(fut)
+
+    def call(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+        """Run one call on the pool and wait for it within the deadline."""
+        return self.wait(self.submit(fn, *args, **kwargs))
+
+    def fan_out(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[tuple[Any, Any, BaseException | None]]:
+        """Run ``fn(item)`` for every item on the shared pool: [(item, result, exception)]."""
+        items = list(items)
+        futures = [self.pool.submit(fn, item) for item in items]
+        out: list[tuple[Any, Any, BaseException | None]] = []
+        for item, fut in zip(items, futures, strict=True):
+            try:
+                out.append((item, self.wait(fut), None))
+            except Exception as exc:
+                out.append((item, None, exc))
+        return out
+
+    def close(self) -> None:
+        # past the deadline a call may still be stuck on a socket: do not wait for it
+        self.pool.shutdown(wait=not self.deadline.expired())
