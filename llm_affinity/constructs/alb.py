@@ -20,7 +20,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ._exposure import acknowledge_world_ingress, check_exposure
+from ._exposure import TLS_POLICY, acknowledge_world_ingress, check_exposure
 from ._exposure import peer as _peer
 from ._logbucket import log_access_logs, new_access_log_bucket
 from ._validate import AffinityPropError, is_unresolved, require, require_int, require_range
@@ -222,7 +222,7 @@ class StickyAlbFront(Construct):
                 port=443,
                 protocol=elbv2.ApplicationProtocol.HTTPS,
                 certificates=[certificate],
-                ssl_policy=elbv2.SslPolicy.RECOMMENDED_TLS,
+                ssl_policy=TLS_POLICY,
                 open=False,
             )
         else:

@@ -26,6 +26,7 @@ from constructs import Construct
 
 from ..common.definitions import ROLE_INFERENCE, ROLE_TAG, is_accelerated_instance_type, starts_inference_server
 from ._validate import AffinityPropError, is_unresolved, require, require_int, require_pattern, require_range
+from ._vllm_args import refused_args
 from .suppressions import acknowledge_nag
 from .userdata import METRIC_NAMESPACE, BootSpec, ProxySpec, boot_commands
 
@@ -79,7 +80,9 @@ class VllmFleet(Construct):
         dl*), default g6.xlarge.
       min_capacity / max_capacity / desired_capacity: 1 / 4 / None (ASG decides); CDK tokens pass.
       vllm_image: pinned `vllm/vllm-openai:<tag>` (default v0.11.0).
-      vllm_args: extra `vllm serve` args; `--no-enable-prefix-caching` and `--api-key` are refused.
+      vllm_args: extra `vllm serve` args, read the way vLLM reads them (`_` = `-`, `--opt=value`,
+        unambiguous prefixes): `--api-key`, `--hf-token`, `--no-enable-prefix-caching` and a value
+        for `--enable-prefix-caching` are refused.
       hf_token_secret: Secrets Manager secret holding a Hugging Face token (gated models).
       api_key_secret: Secrets Manager secret whose value vLLM requires as API key (fronts that
         are internet-facing or open to 0.0.0.0/0 create one when none is given).
@@ -170,24 +173,22 @@ class VllmFleet(Construct):
             vllm_image,
             "allowed: an image with a pinned tag or digest (e.g. vllm/vllm-openai:v0.11.0)",
         )
+        require(
+            not isinstance(vllm_args, str),
+            c,
+            "vllm_args",
+            vllm_args,
+            "allowed: a list of arguments, one item each (e.g. ['--max-model-len', '32768'])",
+        )
+        refused = refused_args(list(vllm_args))
+        if refused:
+            first = refused[0]
+            raise AffinityPropError(
+                f"{c}: vllm_args={first.shown!r} is not allowed (vLLM reads it as {first.option}); "
+                f"allowed: any vllm serve argument but {first.option}: {first.reason}"
+            )
         for arg in vllm_args:
             require_pattern(c, "vllm_args", arg, _VLLM_ARG, _BOOT)
-            require(
-                arg.strip()
-                not in ("--no-enable-prefix-caching", "--enable-prefix-caching=false", "--enable-prefix-caching=False"),
-                c,
-                "vllm_args",
-                arg,
-                "allowed: anything but turning prefix caching off (stickiness buys nothing without it)",
-            )
-            require(
-                not arg.strip().startswith("--api-key"),
-                c,
-                "vllm_args",
-                arg,
-                "allowed: anything but --api-key (it would put the key into user data); pass "
-                "api_key_secret=<Secrets Manager secret> instead",
-            )
         if fleet_name is not None:
             require_pattern(c, "fleet_name", fleet_name, _FLEET_NAME, _BOOT)
         require_pattern(c, "session_header", session_header, _HEADER_NAME, _BOOT)

@@ -20,7 +20,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ._exposure import acknowledge_world_ingress, check_exposure
+from ._exposure import TLS_POLICY, acknowledge_world_ingress, check_exposure
 from ._exposure import peer as _peer
 from ._logbucket import log_access_logs, new_access_log_bucket
 from ._validate import AffinityPropError, is_unresolved, require, require_int, require_range
@@ -179,6 +179,8 @@ class StickyNlbFront(Construct):
             port=port,
             protocol=elbv2.Protocol.TLS if protocol == "TLS" else elbv2.Protocol.TCP,
             certificates=[elbv2.ListenerCertificate.from_certificate_manager(certificate)] if certificate else None,
+            # the ALB's policy (TLS 1.3 and 1.2); without one CloudFormation's default also allows TLS 1.0
+            ssl_policy=TLS_POLICY if protocol == "TLS" else None,
             default_target_groups=[self.target_group],
             tcp_idle_timeout=idle_timeout,
         )

@@ -13,7 +13,8 @@ What an instance does at boot, and why:
    (usage then carries `prompt_tokens_details.cached_tokens`, the per-request cache evidence);
 4. start nginx in front of vLLM in every stickiness mode: it adds `X-Served-By: <instance id>`
    to every response, writes one JSON access line per request (shipped by the CloudWatch
-   agent), serves only the API paths, and in app-cookie mode sets the application cookie from
+   agent), serves only the inference API and `/health` (metrics are scraped on the host, never
+   through the load balancer), and in app-cookie mode sets the application cookie from
    the session header (ALB app-cookie stickiness needs the target to set a cookie; vLLM sets
    none);
 5. configure the CloudWatch agent (on the host) to scrape vLLM's Prometheus `/metrics` into
@@ -47,9 +48,12 @@ NGINX_IMAGE_DEFAULT = "nginx:1.27-alpine"
 SESSION_ID_PATTERN = r"^[A-Za-z0-9._~-]{1,128}$"
 #: Placeholder replaced on the instance by its IMDSv2 instance id (validated first).
 INSTANCE_ID_PLACEHOLDER = "__INSTANCE_ID__"
-#: Paths the proxy forwards; everything else gets 404 from the proxy itself. vLLM's `--api-key`
-#: guards only `/v1`; other vLLM routes (e.g. `/invocations`, `/tokenize`) would be unguarded.
-PROXIED_EXACT = ("/health", "/metrics", "/version")
+#: Paths the proxy forwards: the inference API and the health check the load balancer needs;
+#: everything else gets 404 from the proxy itself. vLLM's `--api-key` guards only `/v1`, so its
+#: other routes would be unguarded: `/metrics` (per-model load, cache usage, request counts) and
+#: `/version` are read on the host (the CloudWatch agent and the TTFT exporter scrape
+#: 127.0.0.1:<vLLM port>), never through the load balancer; `/invocations`, `/tokenize` not at all.
+PROXIED_EXACT = ("/health",)
 PROXIED_PREFIX = "/v1/"
 _CFG_DIR = "/etc/llm-affinity"
 _LOG_DIR = "/var/log/llm-affinity"
@@ -245,7 +249,7 @@ def nginx_config(spec: ProxySpec, upstream_port: int, *, upstream_host: str = "1
     response the proxy produced itself. A session header that is present but does
     not fully match the pattern is refused with 400 on `/v1/` and no cookie is set: an agent
     whose session id were silently dropped would lose its affinity without any signal.
-    Only `/v1/…` and `/health`, `/metrics`, `/version` are forwarded; the rest is 404.
+    Only `/v1/…` and `/health` are forwarded; the rest (`/metrics` and `/version` included) is 404.
     """
     header_var = "$http_" + spec.session_header.lower().replace("-", "_")
     lines = [
