@@ -491,10 +491,11 @@ def test_constructs_import_the_inference_definitions_instead_of_copying_them():
     from llm_affinity.common import definitions
 
     fleet = importlib.import_module("llm_affinity.constructs.fleet")
+    fleet_props = importlib.import_module("llm_affinity.constructs._fleet_props")
     suppress = importlib.import_module("llm_affinity.constructs.suppressions")
 
     assert fleet.INFERENCE_TAG == (definitions.ROLE_TAG, definitions.ROLE_INFERENCE)
-    assert fleet.is_accelerated_instance_type is definitions.is_accelerated_instance_type
+    assert fleet_props.is_accelerated_instance_type is definitions.is_accelerated_instance_type
     assert fleet.starts_inference_server is definitions.starts_inference_server
     assert suppress.METADATA_KEY is definitions.METADATA_KEY
     source = "".join(p.read_text() for p in Path(fleet.__file__).parent.glob("*.py"))

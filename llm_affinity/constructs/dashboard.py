@@ -26,6 +26,25 @@ from .userdata import METRIC_NAMESPACE
 Front = Union[StickyAlbFront, StickyNlbFront]
 
 
+def _check_dashboard_props(
+    hit_rate_floor: float,
+    hot_replica_ratio: float,
+    queue_depth_ceiling: int,
+    ttft_p95_ceiling: Duration,
+    period: Duration,
+) -> None:
+    """Raise `AffinityPropError` for the first invalid prop. Numbers that are CDK tokens (e.g. a
+    CfnParameter's value_as_number) are judged at deploy time."""
+    c = "AffinityDashboard"
+    if not is_unresolved(hit_rate_floor):
+        require(0 < hit_rate_floor < 1, c, "hit_rate_floor", hit_rate_floor, "allowed: 0 < value < 1")
+    if not is_unresolved(hot_replica_ratio):
+        require(hot_replica_ratio > 1, c, "hot_replica_ratio", hot_replica_ratio, "allowed: a ratio > 1")
+    require_int(c, "queue_depth_ceiling", queue_depth_ceiling, 1)
+    require_range(c, "ttft_p95_ceiling", ttft_p95_ceiling, 1, 3600)
+    require_range(c, "period", period, 60, 86400)
+
+
 class AffinityDashboard(Construct):
     """CloudWatch dashboard + alarms for one fleet (and optionally its front).
 
@@ -53,18 +72,19 @@ class AffinityDashboard(Construct):
         period: Duration = Duration.minutes(5),
     ) -> None:
         super().__init__(scope, id)
-        c = "AffinityDashboard"
-        # numbers that are CDK tokens (e.g. a CfnParameter's value_as_number) are judged at deploy time
-        if not is_unresolved(hit_rate_floor):
-            require(0 < hit_rate_floor < 1, c, "hit_rate_floor", hit_rate_floor, "allowed: 0 < value < 1")
-        if not is_unresolved(hot_replica_ratio):
-            require(hot_replica_ratio > 1, c, "hot_replica_ratio", hot_replica_ratio, "allowed: a ratio > 1")
-        require_int(c, "queue_depth_ceiling", queue_depth_ceiling, 1)
-        require_range(c, "ttft_p95_ceiling", ttft_p95_ceiling, 1, 3600)
-        require_range(c, "period", period, 60, 86400)
+        _check_dashboard_props(hit_rate_floor, hot_replica_ratio, queue_depth_ceiling, ttft_p95_ceiling, period)
         self.fleet = fleet
-        m = fleet.engine_metric
+        self._build_metrics(fleet, period)
+        self.alarms: list[cw.Alarm] = []
+        self._build_engine_alarms(hit_rate_floor, ttft_p95_ceiling, hot_replica_ratio, queue_depth_ceiling)
+        per_target = self._build_front_alarms(front, period)
+        self._build_dashboard(fleet, period, per_target)
 
+    # -- builders, in the order the resources are created -----------------------------------------
+    def _build_metrics(self, fleet: VllmFleet, period: Duration) -> None:
+        """Fleet-wide hit rate and hot-replica ratio (math over the `Fleet` dimension), the
+        busiest queue and the worst instance's TTFT p95."""
+        m = fleet.engine_metric
         hits = m("vllm:prefix_cache_hits_total", statistic="Sum", period=period)
         queries = m("vllm:prefix_cache_queries_total", statistic="Sum", period=period)
         self.hit_rate = cw.MathExpression(
@@ -84,7 +104,9 @@ class AffinityDashboard(Construct):
         self.queue_depth = m("vllm:num_requests_waiting", statistic="Maximum", period=period)
         self.ttft_p95 = m("ttft_p95_seconds", statistic="Maximum", period=period)
 
-        self.alarms: list[cw.Alarm] = []
+    def _build_engine_alarms(
+        self, hit_rate_floor: float, ttft_p95_ceiling: Duration, hot_replica_ratio: float, queue_depth_ceiling: int
+    ) -> None:
         self.alarms.append(
             self._alarm(
                 "HotReplica",
@@ -122,34 +144,43 @@ class AffinityDashboard(Construct):
             )
         )
 
+    def _build_front_alarms(self, front: Front | None, period: Duration) -> list[cw.IMetric]:
+        """One unhealthy-targets alarm per target group; returns the ALB's per-target request metrics."""
         per_target: list[cw.IMetric] = []
-        if front is not None:
-            for i, tg in enumerate(front.target_groups):
-                if isinstance(tg, elbv2.ApplicationTargetGroup):
-                    unhealthy = tg.metrics.unhealthy_host_count(period=period, statistic="Maximum")
-                    per_target.append(tg.metrics.request_count_per_target(period=period))
-                else:
-                    unhealthy = tg.metrics.un_healthy_host_count(period=period, statistic="Maximum")
-                self.alarms.append(
-                    self._alarm(
-                        f"UnhealthyTargets{i}",
-                        unhealthy,
-                        0,
-                        cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                        "unhealthy inference targets: every session pinned to them moves and loses its cache",
-                    )
+        if front is None:
+            return per_target
+        for i, tg in enumerate(front.target_groups):
+            if isinstance(tg, elbv2.ApplicationTargetGroup):
+                unhealthy = tg.metrics.unhealthy_host_count(period=period, statistic="Maximum")
+                per_target.append(tg.metrics.request_count_per_target(period=period))
+            else:
+                unhealthy = tg.metrics.un_healthy_host_count(period=period, statistic="Maximum")
+            self.alarms.append(
+                self._alarm(
+                    f"UnhealthyTargets{i}",
+                    unhealthy,
+                    0,
+                    cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                    "unhealthy inference targets: every session pinned to them moves and loses its cache",
                 )
-
-        def search(metric: str, stat: str) -> cw.MathExpression:
-            return cw.MathExpression(
-                expression=(
-                    f'SEARCH(\'{{{METRIC_NAMESPACE},Fleet,InstanceId}} Fleet="{fleet.fleet_name}" '
-                    f"MetricName=\"{metric}\"', '{stat}', {int(period.to_seconds())})"
-                ),
-                using_metrics={},
-                label=metric,
-                period=period,
             )
+        return per_target
+
+    def _search(self, fleet: VllmFleet, metric: str, stat: str, period: Duration) -> cw.MathExpression:
+        """One line per instance of `metric` (SEARCH over the `Fleet,InstanceId` dimensions)."""
+        return cw.MathExpression(
+            expression=(
+                f'SEARCH(\'{{{METRIC_NAMESPACE},Fleet,InstanceId}} Fleet="{fleet.fleet_name}" '
+                f"MetricName=\"{metric}\"', '{stat}', {int(period.to_seconds())})"
+            ),
+            using_metrics={},
+            label=metric,
+            period=period,
+        )
+
+    def _build_dashboard(self, fleet: VllmFleet, period: Duration, per_target: list[cw.IMetric]) -> None:
+        def search(metric: str, stat: str) -> cw.MathExpression:
+            return self._search(fleet, metric, stat, period)
 
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(3))
         self.dashboard.add_widgets(

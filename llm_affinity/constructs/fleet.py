@@ -10,7 +10,6 @@ TERMINATING lifecycle hook). Access is SSM only: no key pair, no public IP, IMDS
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Sequence
 
@@ -24,9 +23,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ..common.definitions import ROLE_INFERENCE, ROLE_TAG, is_accelerated_instance_type, starts_inference_server
-from ._validate import AffinityPropError, is_unresolved, require, require_int, require_pattern, require_range
-from ._vllm_args import refused_args
+from ..common.definitions import ROLE_INFERENCE, ROLE_TAG, starts_inference_server
+from ._fleet_props import BOOT, COOKIE_NAME, HEADER_NAME, FleetProps, check_fleet_props, check_secret_arn
+from ._validate import AffinityPropError, require_pattern
 from .suppressions import acknowledge_nag
 from .userdata import METRIC_NAMESPACE, BootSpec, ProxySpec, boot_commands
 
@@ -40,17 +39,6 @@ VLLM_PORT = 8000
 #: Tag that the linter uses to recognise inference target groups and fleets (common.definitions).
 INFERENCE_TAG = (ROLE_TAG, ROLE_INFERENCE)
 
-# Every string below is written into the boot script or a config file on the instance.
-_FLEET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_MODEL_ID = re.compile(r"^/?[A-Za-z0-9_.-]{1,128}(/[A-Za-z0-9_.-]{1,128}){0,8}$")
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,254}(@sha256:[a-f0-9]{64})?$")
-_VLLM_ARG = re.compile(r'^[A-Za-z0-9 ._/:=,+@%{}\[\]"-]{1,1024}$')
-_COOKIE_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
-_HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
-_QUERY_KEY = re.compile(r"^[A-Za-z0-9_]{1,64}$")
-_SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}$")
-_BOOT = "it is written into the instance's boot script"
-
 
 @jsii.implements(IStringProducer)
 class _BootScript:
@@ -63,11 +51,6 @@ class _BootScript:
 
     def produce(self, context: IResolveContext) -> str:  # noqa: ARG002
         return "\n".join(boot_commands(self._fleet.boot_spec()))
-
-
-def _check_secret_arn(c: str, prop: str, secret: secretsmanager.ISecret | None) -> None:
-    if secret is not None and not is_unresolved(secret.secret_arn):
-        require_pattern(c, prop, secret.secret_arn, _SECRET_ARN, _BOOT)
 
 
 class VllmFleet(Construct):
@@ -123,99 +106,58 @@ class VllmFleet(Construct):
         vpc_subnets: ec2.SubnetSelection | None = None,
     ) -> None:
         super().__init__(scope, id)
-        c = "VllmFleet"
-        if not is_unresolved(instance_type):
-            require(
-                is_accelerated_instance_type(instance_type),
-                c,
-                "instance_type",
-                instance_type,
-                "allowed: an accelerated type the linter counts as inference (g*, gr*, p*, inf*, trn*, dl* "
-                "families, e.g. g6.xlarge, p5.48xlarge, dl1.24xlarge)",
-            )
-        require_int(c, "min_capacity", min_capacity, 0)
-        require_int(c, "max_capacity", max_capacity, 1)
-        if not is_unresolved(min_capacity) and not is_unresolved(max_capacity):
-            require(
-                max_capacity >= max(1, min_capacity),
-                c,
-                "max_capacity",
-                max_capacity,
-                f"allowed: an integer >= max(1, min_capacity={min_capacity})",
-            )
-        if desired_capacity is not None:
-            require_int(c, "desired_capacity", desired_capacity, 0)
-            if not any(is_unresolved(v) for v in (min_capacity, max_capacity, desired_capacity)):
-                require(
-                    min_capacity <= desired_capacity <= max_capacity,
-                    c,
-                    "desired_capacity",
-                    desired_capacity,
-                    f"allowed: {min_capacity}-{max_capacity}",
-                )
-        require_int(c, "root_volume_gib", root_volume_gib, 100, 16384)
-        require_range(c, "health_check_grace", health_check_grace, 300, 7200)
-        require_range(c, "drain_timeout", drain_timeout, 30, 7200)
-        if not is_unresolved(queue_target):
-            require(
-                isinstance(queue_target, (int, float)) and not isinstance(queue_target, bool) and queue_target > 0,
-                c,
-                "queue_target",
-                queue_target,
-                "allowed: a number > 0",
-            )
-        require_pattern(c, "model_id", model_id, _MODEL_ID, _BOOT)
-        require_pattern(c, "vllm_image", vllm_image, _IMAGE, _BOOT)
-        require(
-            ":" in vllm_image.rsplit("/", 1)[-1] or "@" in vllm_image,
-            c,
-            "vllm_image",
-            vllm_image,
-            "allowed: an image with a pinned tag or digest (e.g. vllm/vllm-openai:v0.11.0)",
+        props = FleetProps(
+            vpc=vpc,
+            model_id=model_id,
+            instance_type=instance_type,
+            min_capacity=min_capacity,
+            max_capacity=max_capacity,
+            desired_capacity=desired_capacity,
+            vllm_image=vllm_image,
+            vllm_args=vllm_args,
+            hf_token_secret=hf_token_secret,
+            api_key_secret=api_key_secret,
+            machine_image=machine_image,
+            root_volume_gib=root_volume_gib,
+            health_check_grace=health_check_grace,
+            drain_timeout=drain_timeout,
+            queue_target=queue_target,
+            fleet_name=fleet_name,
+            session_header=session_header,
+            session_query=session_query,
+            vpc_subnets=vpc_subnets,
         )
-        require(
-            not isinstance(vllm_args, str),
-            c,
-            "vllm_args",
-            vllm_args,
-            "allowed: a list of arguments, one item each (e.g. ['--max-model-len', '32768'])",
-        )
-        refused = refused_args(list(vllm_args))
-        if refused:
-            first = refused[0]
-            raise AffinityPropError(
-                f"{c}: vllm_args={first.shown!r} is not allowed (vLLM reads it as {first.option}); "
-                f"allowed: any vllm serve argument but {first.option}: {first.reason}"
-            )
-        for arg in vllm_args:
-            require_pattern(c, "vllm_args", arg, _VLLM_ARG, _BOOT)
-        if fleet_name is not None:
-            require_pattern(c, "fleet_name", fleet_name, _FLEET_NAME, _BOOT)
-        require_pattern(c, "session_header", session_header, _HEADER_NAME, _BOOT)
-        if session_query is not None:
-            require_pattern(c, "session_query", session_query, _QUERY_KEY, _BOOT)
-        _check_secret_arn(c, "hf_token_secret", hf_token_secret)
-        _check_secret_arn(c, "api_key_secret", api_key_secret)
+        check_fleet_props(props)  # every prop is judged before the first resource exists
+        self._set_attributes(props)
+        self._build_log_groups()
+        self._build_role(props)
+        self._build_launch_template(props)
+        self._build_asg(props)
+        Tags.of(self).add(*INFERENCE_TAG)
+        self._acknowledge_nag_findings()
 
-        self.vpc = vpc
-        self.model_id = model_id
-        self.instance_type = instance_type
-        self.min_capacity = min_capacity
-        self.max_capacity = max_capacity
+    # -- builders, in the order the resources are created -----------------------------------------
+    def _set_attributes(self, props: FleetProps) -> None:
+        self.vpc = props.vpc
+        self.model_id = props.model_id
+        self.instance_type = props.instance_type
+        self.min_capacity = props.min_capacity
+        self.max_capacity = props.max_capacity
         self.vllm_port = VLLM_PORT
-        self.vllm_image = vllm_image
-        self.vllm_args = tuple(vllm_args)
-        self.fleet_name = fleet_name or Names.unique_resource_name(self, max_length=64)
-        self.hf_token_secret = hf_token_secret
+        self.vllm_image = props.vllm_image
+        self.vllm_args = tuple(props.vllm_args)
+        self.fleet_name = props.fleet_name or Names.unique_resource_name(self, max_length=64)
+        self.hf_token_secret = props.hf_token_secret
         self.api_key_secret: secretsmanager.ISecret | None = None
-        self.proxy = ProxySpec(session_header=session_header, session_query=session_query)
-        if not starts_inference_server(vllm_image):
+        self.proxy = ProxySpec(session_header=props.session_header, session_query=props.session_query)
+        if not starts_inference_server(props.vllm_image):
             Annotations.of(self).add_warning_v2(
                 "llm-affinity:UnrecognisedInferenceImage",
-                f"VllmFleet: vllm_image={vllm_image!r} is not recognised as an inference server by the "
+                f"VllmFleet: vllm_image={props.vllm_image!r} is not recognised as an inference server by the "
                 "linter (vllm/vllm-openai, SGLang, TGI); the fleet is still tagged llm-affinity:role=inference",
             )
 
+    def _build_log_groups(self) -> None:
         self.log_group = logs.LogGroup(
             self,
             "EngineMetrics",
@@ -231,6 +173,9 @@ class VllmFleet(Construct):
             removal_policy=RemovalPolicy.DESTROY,
         )
 
+    def _build_role(self, props: FleetProps) -> None:
+        """SSM access, metrics into our namespace only, this fleet's log groups only, and read
+        access to the fleet's own secrets (granted where they are set)."""
         self.role = iam.Role(
             self,
             "InstanceRole",
@@ -256,15 +201,18 @@ class VllmFleet(Construct):
                 ],
             )
         )
-        if hf_token_secret is not None:
-            hf_token_secret.grant_read(self.role)
-        if api_key_secret is not None:
-            self.enable_api_key(api_key_secret)
+        if props.hf_token_secret is not None:
+            props.hf_token_secret.grant_read(self.role)
+        if props.api_key_secret is not None:
+            self.enable_api_key(props.api_key_secret)
 
+    def _build_launch_template(self, props: FleetProps) -> None:
+        """Security group, boot script (rendered at synth, see _BootScript) and the launch
+        template: IMDSv2 with one hop, no public IP, encrypted gp3 root volume."""
         self.security_group = ec2.SecurityGroup(
             self,
             "InstanceSg",
-            vpc=vpc,
+            vpc=props.vpc,
             allow_all_outbound=True,
             description="vLLM instances: ingress only from the load balancer, egress for image/model download",
         )
@@ -275,8 +223,8 @@ class VllmFleet(Construct):
         self.launch_template = ec2.LaunchTemplate(
             self,
             "LaunchTemplate",
-            instance_type=ec2.InstanceType(instance_type),
-            machine_image=machine_image or ec2.MachineImage.from_ssm_parameter(DLAMI_SSM_PARAMETER),
+            instance_type=ec2.InstanceType(props.instance_type),
+            machine_image=props.machine_image or ec2.MachineImage.from_ssm_parameter(DLAMI_SSM_PARAMETER),
             user_data=self.user_data,
             role=self.role,
             security_group=self.security_group,
@@ -288,7 +236,7 @@ class VllmFleet(Construct):
                 ec2.BlockDevice(
                     device_name="/dev/sda1",
                     volume=ec2.BlockDeviceVolume.ebs(
-                        root_volume_gib,
+                        props.root_volume_gib,
                         volume_type=ec2.EbsDeviceVolumeType.GP3,
                         encrypted=True,
                         delete_on_termination=True,
@@ -297,35 +245,38 @@ class VllmFleet(Construct):
             ],
         )
 
+    def _build_asg(self, props: FleetProps) -> None:
+        """ELB health checks after a model-load grace period, a TERMINATING hook that drains,
+        target tracking on waiting requests per instance."""
         self.asg = autoscaling.AutoScalingGroup(
             self,
             "Asg",
-            vpc=vpc,
-            vpc_subnets=vpc_subnets or ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            vpc=props.vpc,
+            vpc_subnets=props.vpc_subnets or ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             launch_template=self.launch_template,
-            min_capacity=min_capacity,
-            max_capacity=max_capacity,
-            desired_capacity=desired_capacity,
+            min_capacity=props.min_capacity,
+            max_capacity=props.max_capacity,
+            desired_capacity=props.desired_capacity,
             health_checks=autoscaling.HealthChecks.with_additional_checks(
                 additional_types=[autoscaling.AdditionalHealthCheckType.ELB],
-                grace_period=health_check_grace,
+                grace_period=props.health_check_grace,
             ),
-            default_instance_warmup=health_check_grace,
+            default_instance_warmup=props.health_check_grace,
             group_metrics=[autoscaling.GroupMetrics.all()],
         )
         self.asg.add_lifecycle_hook(
             "DrainOnScaleIn",
             lifecycle_transition=autoscaling.LifecycleTransition.INSTANCE_TERMINATING,
-            heartbeat_timeout=drain_timeout,
+            heartbeat_timeout=props.drain_timeout,
             default_result=autoscaling.DefaultResult.CONTINUE,
         )
         self.asg.scale_to_track_metric(
             "QueueDepthTracking",
             metric=self.engine_metric("vllm:num_requests_waiting", statistic="Average"),
-            target_value=queue_target,
+            target_value=props.queue_target,
         )
-        Tags.of(self).add(*INFERENCE_TAG)
 
+    def _acknowledge_nag_findings(self) -> None:
         acknowledge_nag(
             self.role,
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
@@ -381,9 +332,9 @@ class VllmFleet(Construct):
         HTTPS). Idempotent; a second, different cookie is refused."""
         c = "VllmFleet"
         require_pattern(
-            c, "cookie_name", cookie_name, _COOKIE_NAME, "nginx exposes the cookie as $cookie_<name>; " + _BOOT
+            c, "cookie_name", cookie_name, COOKIE_NAME, "nginx exposes the cookie as $cookie_<name>; " + BOOT
         )
-        require_pattern(c, "session_header", session_header, _HEADER_NAME, _BOOT)
+        require_pattern(c, "session_header", session_header, HEADER_NAME, BOOT)
         wanted = replace(self.proxy, cookie_name=cookie_name, session_header=session_header, secure_cookie=secure)
         if self.proxy.cookie_name is not None and self.proxy != wanted:
             raise AffinityPropError(
@@ -421,7 +372,7 @@ class VllmFleet(Construct):
             )
             secret = created
         else:
-            _check_secret_arn("VllmFleet", "api_key_secret", secret)
+            check_secret_arn("api_key_secret", secret)
         secret.grant_read(self.role)
         self.api_key_secret = secret
         return secret

@@ -321,8 +321,15 @@ def nginx_config(spec: ProxySpec, upstream_port: int, *, upstream_host: str = "1
             f'    default "{spec.cookie_name}=$llm_affinity_sid{attrs}";',
             "  }",
         ]
-    upstream = f"http://{upstream_host}:{upstream_port}"
-    lines += [
+    lines += _server_block(spec, f"http://{upstream_host}:{upstream_port}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _server_block(spec: ProxySpec, upstream: str) -> list[str]:
+    """The `server` block: streaming proxy settings, `X-Served-By` (and the app cookie), the
+    inference API and `/health` forwarded to `upstream`, 404 for everything else."""
+    lines = [
         "  server {",
         f"    listen {spec.listen_port};",
         "    client_max_body_size 64m;",
@@ -351,8 +358,8 @@ def nginx_config(spec: ProxySpec, upstream_port: int, *, upstream_host: str = "1
     for path in PROXIED_EXACT:
         lines.append(f"    location = {path} {{ proxy_pass {upstream}; }}")
     lines.append('    location / { return 404 \'{"error":{"message":"not found","type":"not_found","code":404}}\'; }')
-    lines += ["  }", "}"]
-    return "\n".join(lines) + "\n"
+    lines.append("  }")
+    return lines
 
 
 def exporter_source() -> str:
