@@ -5,8 +5,10 @@ Two inputs are understood:
 
 - a **probe/sli report** (JSON, :mod:`llm_affinity.evidence.report`). Its **shape** becomes the
   workload's unless a flag or the workload file sets the key: ``sessions`` (the report's
-  sessions), ``turns`` (its last turn), ``system_tokens`` (turn 1's cached tokens per request on
-  the instances that had served before: the shared system prompt), ``turn_tokens`` (turn 1's
+  sessions), ``turns`` (its last turn), ``system_tokens`` (turn 1's cached tokens per request,
+  counting one request as cold — the fleet's first; a probe that starts N instances cold at once
+  overstates the system prompt by up to N / sessions: give ``--system-tokens`` when you know
+  it), ``turn_tokens`` (turn 1's
   prompt minus the system prompt), ``output_tokens`` (what each turn adds to the prompt beyond
   the new user tokens: the answer), ``concurrency`` and ``think_time_s`` (from top-level keys of
   the same names when the report has them; a probe report does not record them, so probe's
@@ -162,13 +164,12 @@ def _shape(data: dict[str, Any], cal: Calibration) -> None:
     growth = _slope(prompts)
     system = 0
     one = next(e for e in turns if e["turn"] == 1)
-    if _count(one.get("cached_tokens")):
-        instances = data.get("instances")
-        cold = len(instances) if isinstance(instances, dict) and instances else 0
-        warm = max(1, one["requests"] - cold)
-        system = min(int(round(one["cached_tokens"] / warm)), int(first) - 1)
+    if _count(one.get("cached_tokens")) and one["requests"] > 1:
+        # Every turn-1 request finds the system prompt except on a cold instance; one cold
+        # request (the fleet's first) is assumed.
+        system = min(int(round(one["cached_tokens"] / (one["requests"] - 1))), int(first) - 1)
     turn_tokens = max(1, int(round(first - system)))
-    put("system_tokens", max(0, system), "turn 1's cached tokens per request on instances that had served before")
+    put("system_tokens", max(0, system), "turn 1's cached tokens per request, one request cold")
     put("turn_tokens", turn_tokens, "turn 1's prompt minus the system prompt")
     put("output_tokens", max(0, int(round(growth - turn_tokens))), "the prompt's growth per turn minus the new tokens")
     for key, default, why in (

@@ -48,9 +48,9 @@ def _turns_to_show(turns: list[int], wide: bool) -> list[int]:
     and the last."""
     if wide or len(turns) <= MAX_TURN_ROWS:
         return turns
-    step = max(1, (len(turns) - 5) // (MAX_TURN_ROWS - 6))
-    keep = set(turns[:5]) | set(turns[5::step]) | {turns[-1]}
-    return [t for t in turns if t in keep]
+    rest, room = turns[5:-1], MAX_TURN_ROWS - 6
+    picked = {rest[round(i * (len(rest) - 1) / (room - 1))] for i in range(room)}
+    return turns[:5] + [t for t in rest if t in picked] + turns[-1:]
 
 
 def header(result: dict[str, Any]) -> list[str]:
