@@ -124,7 +124,9 @@ class Simulation:
             )
         self.fleet = Fleet()
         prng = self.streams.policy
-        self.policy = POLICIES[name](self.fleet, self.x, wl.cookie_duration_s, prng.random, prng.getrandbits)
+        # Clients that never return cookies make every ALB cookie expire at once.
+        cookie_s = wl.cookie_duration_s if wl.client_cookies else 0.0
+        self.policy = POLICIES[name](self.fleet, self.x, cookie_s, prng.random, prng.getrandbits)
         self.instances: list[Instance | None] = []
         self.sessions: dict[int, list] = {}
         self.started = 0  # sessions begun

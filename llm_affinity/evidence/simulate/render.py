@@ -19,7 +19,16 @@ SHORT = {
     "prefix_aware": "prefix",
     "cache_aware": "cache_awr",
     "sticky_load_aware": "sticky_la",
+    "lb_cookie+shared_kv": "lb+kv",
+    "least_outstanding+shared_kv": "least+kv",
 }
+
+
+def _tier(result: dict[str, Any]) -> bool:
+    """Whether any column ran with the shared KV tier (the whole run, or `recommend`'s variants)."""
+    return bool(result["workload"].get("shared_kv")) or any(
+        p.get("shared_hit_rate") is not None for p in result["policies"].values()
+    )
 
 
 def pct(value: Any) -> str:
@@ -68,7 +77,7 @@ def header(result: dict[str, Any]) -> list[str]:
         f"  max_num_seqs {wl['max_num_seqs']}, max_num_batched_tokens {wl['max_num_batched_tokens']:,}, "
         f"context {wl['max_context_tokens']:,} tokens",
     ]
-    if wl.get("shared_kv"):
+    if _tier(result):
         store = profile.KV_STORES[wl["kv_store"]]
         lines.append(
             f"  shared KV tier: {store.node_type} ({store.bytes_per_s / 1e6:,.0f} MB/s), "
@@ -85,7 +94,7 @@ def header(result: dict[str, Any]) -> list[str]:
 
 def summary(result: dict[str, Any], wide: bool) -> list[str]:
     policies = result["policies"]
-    tier = bool(result["workload"].get("shared_kv"))
+    tier = _tier(result)
     cols = [("hit", "hit_rate", pct)]
     if tier:
         cols.append(("shared", "shared_hit_rate", pct))

@@ -48,6 +48,7 @@ class Workload:
     nat_addresses: int = 1
     ip_churn: float = 0.0
     cookie_duration_s: float = 86400.0  # the ALB default stickiness duration (1 day)
+    client_cookies: bool = True  # False: clients never send cookies back (a new HTTP client per call)
     hot_share: float = 0.0
     hot_turns_multiplier: int = 1
     engine: str = "vllm"
@@ -159,6 +160,7 @@ SCHEMA: dict[str, tuple[str, str, Any]] = {
     "nat_addresses": _count(1),
     "ip_churn": _number(0, 1),
     "cookie_duration_s": _number(1, 604800),
+    "client_cookies": ("bool", "true or false", None),
     "hot_share": _number(0, 1),
     "hot_turns_multiplier": _count(1),
     "engine": _choice("vllm", "sglang"),
