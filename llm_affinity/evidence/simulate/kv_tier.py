@@ -75,10 +75,13 @@ class SharedKv:
         entries = self.entries
         length = prompt // self.chunk * self.chunk
         new = 0
-        if self.system and SYSTEM_KEY not in entries and length >= self.system:
-            entries[SYSTEM_KEY] = self.system
-            self.stored += self.system
-            new += self.system
+        if self.system:
+            if SYSTEM_KEY in entries:
+                entries.move_to_end(SYSTEM_KEY)  # every write looks its chunks up first
+            elif length >= self.system:
+                entries[SYSTEM_KEY] = self.system
+                self.stored += self.system
+                new += self.system
         old = entries.pop(sid, self.system)
         if length > old:
             new += length - old
