@@ -8,21 +8,21 @@ Two inputs are understood:
   sessions), ``turns`` (its last turn), ``system_tokens`` (turn 1's cached tokens per request,
   counting one request as cold — the fleet's first; a probe that starts N instances cold at once
   overstates the system prompt by up to N / sessions: give ``--system-tokens`` when you know
-  it), ``turn_tokens`` (turn 1's
-  prompt minus the system prompt), ``output_tokens`` (what each turn adds to the prompt beyond
-  the new user tokens: the answer), ``concurrency`` and ``think_time_s`` (from top-level keys of
-  the same names when the report has them; a probe report does not record them, so probe's
-  defaults apply: every session at once, no pause). Its **rates**: each ``per_turn`` entry
+  it), ``turn_tokens`` (turn 1's prompt minus the system prompt), ``output_tokens`` (what each
+  turn adds to the prompt beyond the new user tokens: the answer), ``concurrency`` and
+  ``think_time_s`` (from top-level keys of the same names when the report has them; a probe
+  report does not record them, so probe's defaults apply: every session at once, no pause).
+  Its **rates**: each ``per_turn`` entry
   gives requests, prompt and cached tokens and the TTFT p50. The simulator's TTFT without
   queueing is ``overhead + uncached / prefill_rate``, so a least-squares line through the points
-  (mean uncached tokens per request of the turn, TTFT p50) gives ``prefill_tokens_per_s`` = 1000
-  / slope and ``ttft_overhead_ms`` = intercept (clamped at 0, then refitted through the
-  origin). Probe a small fleet at low load so the TTFT has no queueing in it, with uncached
-  tokens that differ from turn to turn (a cold fleet or round robin: on a sticky fleet every
-  turn computes about the same new tokens, and the fit falls back to a line through the origin
-  that folds the overhead into the rate). A report carries
-  no decode timing; the decode rate keeps its value unless the report has a top-level
-  ``decode_tokens_per_s``.
+  (mean uncached tokens per request of the turn — for turn 1 the typical request's, its prompt
+  minus the system prompt — and TTFT p50) gives ``prefill_tokens_per_s`` = 1000 / slope and
+  ``ttft_overhead_ms`` = intercept (clamped at 0, then refitted through the origin). Probe a
+  small fleet at low load so the TTFT has no queueing in it, with uncached tokens that differ
+  from turn to turn (round robin: on a sticky fleet every turn computes about the same new
+  tokens, and the fit falls back to a line through the origin that folds the overhead into the
+  rate). A report carries no decode timing; the decode rate keeps its value unless the report
+  has a top-level ``decode_tokens_per_s``.
 - a **vLLM /metrics scrape** (Prometheus text): prefill rate = (``vllm:prompt_tokens_total`` -
   ``vllm:prefix_cache_hits_total``) / ``vllm:request_prefill_time_seconds_sum``; decode rate =
   ``vllm:time_per_output_token_seconds_count`` / ``_sum`` (or ``vllm:inter_token_latency_seconds``).
@@ -122,17 +122,23 @@ def from_report(data: Any, path: str) -> Calibration:
             continue
         if req <= 0 or ttft < 0:
             continue
-        points.append(((prompt - cached) / req, float(ttft)))
+        points.append((entry.get("turn"), (prompt - cached) / req, float(ttft)))
     if not points:
         raise CalibrationError(f"{where}: no turn has requests, prompt_tokens, cached_tokens and ttft_p50_ms")
-    overhead, slope = _fit(points)
-    if slope <= 0:
-        raise CalibrationError(f"{where}: TTFT does not grow with uncached tokens; cannot fit a prefill rate")
     decode = data.get("decode_tokens_per_s")
     if decode is not None and (isinstance(decode, bool) or not isinstance(decode, (int, float)) or decode <= 0):
         raise CalibrationError(f"{where}: decode_tokens_per_s must be a number > 0, got {decode!r}")
-    cal = Calibration(path, 1000.0 / slope, overhead, float(decode) if decode is not None else None, len(points))
+    cal = Calibration(path, 0.0, 0.0, float(decode) if decode is not None else None, len(points))
     _shape(data, cal)
+    # Turn 1's mean uncached tokens include the fleet's cold first request (the whole prompt),
+    # which does not move its median TTFT: the typical turn-1 request computes its prompt minus
+    # the system prompt.
+    if "turn_tokens" in cal.shape and cal.shape.get("system_tokens"):
+        points = [(t, cal.shape["turn_tokens"] if t == 1 else x, y) for t, x, y in points]
+    overhead, slope = _fit([(x, y) for _, x, y in points])
+    if slope <= 0:
+        raise CalibrationError(f"{where}: TTFT does not grow with uncached tokens; cannot fit a prefill rate")
+    cal.prefill_tokens_per_s, cal.ttft_overhead_ms = 1000.0 / slope, overhead
     return cal
 
 
