@@ -37,6 +37,7 @@ FLAGS = {
     "--clients-behind-nat": "clients_behind_nat",
     "--hot-share": "hot_share",
     "--hot-turns-multiplier": "hot_turns_multiplier",
+    "--instance-churn": "instance_churn_per_hour",
     "--seed": "seed",
     "--instance-type": "instance_type",
     "--kv-capacity": "kv_capacity_tokens",
@@ -60,6 +61,7 @@ METAVARS = {
     "--clients-behind-nat": "SHARE",
     "--hot-share": "SHARE",
     "--turns": "T|MIN-MAX",
+    "--instance-churn": "PER_HOUR",
     "--instance-type": "TYPE",
     "--kv-store": "NODE_TYPE",
 }
@@ -81,6 +83,7 @@ HELPS = {
     "--clients-behind-nat": "share of clients sharing --nat-addresses addresses (default: 0)",
     "--hot-share": "share of hot sessions: ten times the request rate, a tenth of the think time (default: 0)",
     "--hot-turns-multiplier": "hot sessions also have this many times the turns (default: 1)",
+    "--instance-churn": "instance replacements per hour in the whole fleet, at random times (default: 0)",
     "--seed": "seed of every random draw; with --seeds N the first of N (default: 0)",
     "--instance-type": "the hardware profile: g5.xlarge, g6.xlarge, g6e.xlarge, p4d.24xlarge, "
     "p4de.24xlarge, p5.48xlarge (default: g6.xlarge)",

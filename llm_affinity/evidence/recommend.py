@@ -286,8 +286,16 @@ def explain_choice(
             if c.row != choice.row and c.saturated and c.cause:
                 parts.append(f"{c.row} is out: {c.cause} (TTFT p95 {_seconds(c.p95)})")
     if choice.row == "lmcache_shared_kv":
-        kind = "with a duration cookie in front of the tier" if choice.policy == "lb_cookie" else "without stickiness"
-        parts.append(f"best {kind}")
+        other = next(c for c in cands if c.row == choice.row and c is not choice)
+        if choice.policy == "lb_cookie":
+            parts.append(
+                f"best with a duration cookie in front of the tier; without stickiness (least outstanding "
+                f"requests): {numbers(other)}" + (f", {other.cause}" if other.cause else "")
+            )
+        else:
+            parts.append(f"no stickiness needed; with a duration cookie in front of the tier: {numbers(other)}")
+        if f.restart_risk:
+            parts.append(f"{f.restart_risk}: the tier keeps it")
     if tied:
         names = ", ".join(sorted({c.row for c in tied}))
         parts.append(f"ties with {names} (overlapping 95% intervals of the mean) and is simpler")
