@@ -2,25 +2,26 @@
 session cookie with ``cookie_duration_s``, new sessions by least outstanding requests) until the
 pinned instance is clearly overloaded, then re-pin the session to the least loaded instance.
 
-"Clearly overloaded" uses both of the tests the public routers use, with hysteresis:
+Load here is what grows when an instance falls behind: its prompts waiting for their first
+token (vLLM's ``num_requests_waiting`` plus the prompt in prefill, ``fleet.queued``) — a long
+answer decoding is not a sign of overload. "Clearly overloaded" uses both tests the public
+routers use, with hysteresis:
 
-- an instance becomes **overloaded** when it has more than ``ABS_HIGH`` = 8 requests in flight
-  above the least loaded instance (the absolute form of Ray Serve LLM's PrefixCacheAffinityRouter
-  ``imbalanced_threshold``, max - min queue length) **and** more than ``REL_HIGH`` = 1.5 times
-  the fleet's mean (SGLang's cache-aware router needs both an absolute and a relative excess,
-  ``balance_abs_threshold`` and ``balance_rel_threshold`` = 1.5);
-- it stays overloaded until its excess falls to ``ABS_LOW`` = 4 requests or ``REL_LOW`` = 1.2
+- an instance becomes **overloaded** when it has more than ``ABS_HIGH`` = 4 waiting prompts
+  above the least loaded instance (the absolute form of Ray Serve LLM's
+  PrefixCacheAffinityRouter ``imbalanced_threshold``, max - min queue length) **and** more than
+  ``REL_HIGH`` = 1.5 times the fleet's mean (SGLang's cache-aware router needs both an absolute
+  and a relative excess, ``balance_abs_threshold`` and ``balance_rel_threshold`` = 1.5);
+- it stays overloaded until its excess falls to ``ABS_LOW`` = 2 prompts or to ``REL_LOW`` = 1.2
   times the mean, so sessions do not flap across a single threshold;
-- while it is overloaded, a session arriving for it moves to the least loaded instance, if that
-  one has at least ``ABS_LOW`` fewer requests in flight (a move must help).
+- while it is overloaded, a session arriving for it moves to the least loaded instance (which
+  then has more than ``ABS_LOW`` fewer waiting prompts: a move must help).
 
-At low load no instance is ever 8 requests ahead of another, so the policy is exactly
-``lb_cookie`` there (same stability, same TTFT). The absolute floor is what Ray's threshold
-does; the relative test keeps the floor from firing when every instance is busy. The values
-are ours (Ray's code default is now infinity — never — and its docs say 10; SGLang's absolute
-default is 64, far above the queues of a few GPU instances); tests/test_simulate.py checks the
-trade-off they give. Each move costs the moved session one cold prefill, which the simulator
-counts."""
+At low load prompts do not wait, no instance is 4 ahead of another, and the policy is exactly
+``lb_cookie`` (same stability, same TTFT). The values are ours (Ray's code default is now
+infinity — never — and its docs say 10; SGLang's absolute default is 64, far above the queues of
+a few GPU instances); tests/test_simulate.py checks the trade-off they give. Each move costs the
+moved session one cold prefill, which the simulator counts."""
 
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ REL_LOW = 1.2
 class StickyLoadAware(Policy):
     name = "sticky_load_aware"
     source = (
-        "sticky session cookie; re-pin when the instance has > 8 requests in flight above the least loaded "
-        "and > 1.5 x the mean, until <= 4 above or <= 1.2 x the mean (Ray Serve LLM / SGLang thresholds' form)"
+        "sticky session cookie; re-pin when the instance has > 4 prompts waiting above the least loaded "
+        "and > 1.5 x the mean, until <= 2 above or <= 1.2 x the mean (Ray Serve LLM / SGLang thresholds' form)"
     )
 
     def __init__(self, *args, **kwargs) -> None:
