@@ -232,7 +232,7 @@ class Simulation:
         mean = st[S_MEAN]
         arrive = t + exponential(st[S_THINK], turn, mean) if mean > 0 else t
         st[S_ARR] = arrive
-        self.push(arrive, REQ, sid)
+        heapq.heappush(self.heap, (arrive, next(self.order), REQ, sid, 0))
 
     def change_address(self, sid: int, st: list, turn: int) -> None:
         """Before turn ``turn + 1``: with probability ip_churn the client's address changes (a
@@ -258,7 +258,13 @@ class Simulation:
         fleet.out[idx] += 1
         fleet.queued[idx] += 1
         inst = self.instances[idx]
-        inst.advance(t)
+        dt = t - inst.t_last  # Instance.advance, inlined: this runs once per request
+        if dt > 0.0:
+            if inst.decoding:
+                inst.vt += dt * inst.r_d
+            if inst.prefill:
+                inst.head_left -= dt * inst.r_p
+            inst.t_last = t
         inst.waiting.append(sid)
         if inst.running < self.gpu.max_seqs and self.admit(inst, t):
             self.gpu.reschedule(inst, t)
@@ -307,7 +313,13 @@ class Simulation:
     def on_instance(self, inst: Instance, t: float) -> None:
         """The instance's next completion: a prompt computed (its first token, then its answer
         decodes) and/or answers done."""
-        inst.advance(t)
+        dt = t - inst.t_last  # Instance.advance, inlined: this runs twice per request
+        if dt > 0.0:
+            if inst.decoding:
+                inst.vt += dt * inst.r_d
+            if inst.prefill:
+                inst.head_left -= dt * inst.r_p
+            inst.t_last = t
         prefill = inst.prefill
         if prefill and inst.head_left <= EPS:
             sid = prefill.popleft()

@@ -48,7 +48,8 @@ class PrefixTree:
                     elif tokens == top:
                         where.append(i)
             if where:
-                where.sort(key=self.fleet.active.index)
+                if len(where) > 1:
+                    where.sort(key=self.fleet.active.index)
                 return self.system + top, where
         active = self.fleet.active
         if self.system:
