@@ -197,3 +197,11 @@ def test_every_policy_serves_every_turn_once_under_kv_pressure_and_failures():
     assert len({sid for sid, _ in expected}) == 80
     for name in ALL:
         assert sorted(served[name]) == expected, name
+
+
+def test_a_clock_of_months_never_stalls_the_loop():
+    # One session every ~12 days: event times near 10^7 s, where a float's spacing is ~2 ns.
+    wl = Workload(instances=2, sessions=6, turns=5, arrival_rate=1e-6, think_time_s=3600, shared_kv=True)
+    for name in ("lb_cookie", "round_robin"):
+        result = run_policy(wl, name)
+        assert result["requests"] == 30 and result["per_turn"][-1]["turn"] == 5

@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable
 
 from .. import report as _report
 from . import profile
-from .instance import EPS, Gpu, Instance
+from .instance import EPS_S, Gpu, Instance
 from .kv_tier import SharedKv
 from .policies import POLICIES, Fleet
 from .policies.base import (
@@ -321,7 +321,7 @@ class Simulation:
                 inst.head_left -= dt * inst.r_p
             inst.t_last = t
         prefill = inst.prefill
-        if prefill and inst.head_left <= EPS:
+        if prefill and inst.head_left <= inst.r_p * EPS_S:
             sid = prefill.popleft()
             self.fleet.queued[inst.idx] -= 1
             st = self.sessions[sid]
@@ -337,7 +337,8 @@ class Simulation:
                 self.complete(inst, sid, t)
         decoding = inst.decoding
         freed = False
-        while decoding and decoding[0][0] - inst.vt <= EPS:
+        done_at = inst.vt + inst.r_d * EPS_S
+        while decoding and decoding[0][0] <= done_at:
             self.complete(inst, heapq.heappop(decoding)[2], t)
             freed = True
         if self.instances[inst.idx] is inst:

@@ -35,8 +35,11 @@ from heapq import heappush
 from typing import Iterator
 
 SYSTEM_KEY = -1
-#: Progress below this many tokens counts as done (float rounding of rate x time).
-EPS = 1e-7
+#: Work that would take less than this many seconds at the current rate counts as done: float
+#: rounding of rate x time must never schedule an event at the same instant again (a loop that
+#: makes no progress). A microsecond is far below anything reported and far above the rounding
+#: of a clock that runs for years.
+EPS_S = 1e-6
 INF = float("inf")
 
 
