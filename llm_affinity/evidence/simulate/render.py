@@ -8,6 +8,8 @@ from typing import Any
 
 WIDTH = 100
 MAX_TURN_ROWS = 20
+#: Longer policy labels (recommend's "least_outstanding+shared_kv") use their short name.
+LONG_NAME = 20
 #: Column heads of the per-turn tables (9 characters at most, so nine policies fit 100 columns).
 SHORT = {
     "round_robin": "rr",
@@ -108,11 +110,13 @@ def summary(result: dict[str, Any], wide: bool) -> list[str]:
     ]
     if wide:
         cols += [("instances", "instances_seen", lambda v: num(v, 1)), ("requests", "requests", lambda v: num(v, 0))]
-    name_w = max(len("policy"), *(len(n) for n in policies)) + 1
+    shown = {n: n if wide or len(n) <= LONG_NAME else SHORT.get(n, n[:LONG_NAME]) for n in policies}
+    name_w = max(len("policy"), *(len(n) for n in shown.values())) + 1
     widths = [max(len(head), 8) + 1 for head, _, _ in cols]
     lines = ["policy".ljust(name_w) + "".join(h.rjust(w) for (h, _, _), w in zip(cols, widths, strict=True))]
     for name, p in policies.items():
-        lines.append(name.ljust(name_w) + "".join(f(p[k]).rjust(w) for (_, k, f), w in zip(cols, widths, strict=True)))
+        cells = "".join(f(p[k]).rjust(w) for (_, k, f), w in zip(cols, widths, strict=True))
+        lines.append(shown[name].ljust(name_w) + cells)
         if wide and "confidence" in p:
             spans = []
             for (_, key, fmt), w in zip(cols, widths, strict=True):
@@ -141,7 +145,7 @@ def per_turn(result: dict[str, Any], wide: bool) -> list[str]:
     tables.append(("TTFT p95 per turn", "ttft_p95_ms", ms))
     lines: list[str] = []
     for title, key, fmt in tables:
-        lines.append(title.ljust(9) if wide else title)
+        lines.append(title)
         lines.append("  turn".ljust(8) + "".join(h.rjust(col_w) for h in heads))
         for turn in shown:
             cells = [fmt(by_turn[n].get(turn, {}).get(key)) for n in names]
