@@ -286,3 +286,16 @@ def test_workload_is_required(capsys):
     assert main(["recommend"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--workload" in err[0], err
+
+
+@pytest.mark.parametrize(
+    "row", ["alb_lb_cookie", "alb_app_cookie", "nlb_source_ip", "ray_prefix_aware", "lmcache_shared_kv"]
+)
+@pytest.mark.parametrize("sticky_kv", [False, True])
+def test_python_snippets_parse(row, sticky_kv):
+    import ast
+
+    from llm_affinity.evidence.recommend_snippets import construct
+
+    for tool in (None, "agentcore_gateway_sessions"):
+        ast.parse(construct(row, resolve(_wl(mcp_tools=tool is not None)), tool, sticky_kv))
