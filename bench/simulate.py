@@ -44,7 +44,7 @@ def one_size(total_requests: int) -> dict:
 
     names = list(POLICIES)
     sessions = max(1, total_requests // (len(names) * TURNS))
-    wl = Workload(instances=8, sessions=sessions, turns=TURNS, arrival_rate=0.5, seed=1)
+    wl = Workload(instances=8, sessions=sessions, turns=TURNS, arrival_rate=0.3, seed=1)
     per_policy = {}
     requests = 0
     start, cpu = time.perf_counter(), time.process_time()

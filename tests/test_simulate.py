@@ -1,7 +1,8 @@
-"""What must be true of the simulator (issue #11, item 2), checked on workloads whose answers
-can be derived: equal policies on one instance, the analytic reuse bound, round robin ~1/N of
-sticky, source-IP stability ~1 - churn, cookie expiry, the sticky/load-aware trade-off,
-determinism, and the report definitions shared with probe/sli."""
+"""What must be true of the simulator, checked on workloads whose answers can be derived: equal
+policies on one instance, the analytic reuse bound, round robin ~1/N of sticky, source-IP
+stability ~1 - churn, cookie expiry, the sticky/load-aware trade-off, determinism, the report
+definitions shared with probe/sli, and the capacity model (a throughput ceiling, hot spots that
+cost, imbalance that failures do not inflate, independent random streams, the context window)."""
 
 from __future__ import annotations
 
@@ -98,7 +99,7 @@ def test_sticky_policies_reach_the_analytic_bound_with_unbounded_cache(policy):
     assert turns[1]["hit_rate"] == x * (wl.sessions - wl.instances) / (wl.sessions * (x + y))
 
 
-@pytest.mark.parametrize("instances,capacity", [(4, 60000), (8, 40000)])
+@pytest.mark.parametrize("instances,capacity", [(4, 70000), (8, 40000)])
 def test_round_robin_caches_about_one_nth_of_sticky_with_bounded_capacity(instances, capacity):
     wl = Workload(
         instances=instances,
@@ -114,7 +115,7 @@ def test_round_robin_caches_about_one_nth_of_sticky_with_bounded_capacity(instan
     )
     rr = run_policy(wl, "round_robin")["hit_rate"]
     sticky = run_policy(wl, "lb_cookie")["hit_rate"]
-    assert sticky > 0.2
+    assert sticky > 0.15
     assert abs(rr / sticky - 1 / instances) <= 0.2 / instances
 
 
@@ -166,24 +167,40 @@ def test_cookie_expiry_shorter_than_think_time_makes_lb_cookie_its_new_session_p
     assert run_policy(wl, "lb_cookie")["stability"] == 1.0
 
 
-@pytest.mark.parametrize("instances,sessions,hot_share", [(4, 40, 0.1), (8, 100, 0.05), (8, 40, 0.1)])
-def test_sticky_load_aware_lowers_imbalance_under_hot_sessions_at_a_bounded_hit_cost(instances, sessions, hot_share):
-    lb, sla = [], []
-    for seed in range(4):
-        wl = Workload(
-            instances=instances,
-            sessions=sessions,
-            hot_share=hot_share,
-            arrival_rate=0.5,
-            kv_capacity_tokens=0,
-            seed=seed,
-        )
-        lb.append(run_policy(wl, "lb_cookie"))
-        sla.append(run_policy(wl, "sticky_load_aware"))
-    mean = lambda runs, key: sum(r[key] for r in runs) / len(runs)  # noqa: E731
-    assert mean(sla, "imbalance") < mean(lb, "imbalance") - 0.1
-    assert mean(lb, "hit_rate") - mean(sla, "hit_rate") < 0.01
-    assert all(s["stability"] < 1.0 for s in sla)  # it did move sessions
+def _mean_over_seeds(policy: str, seeds: int = 5, **keys) -> dict[str, float]:
+    runs = [run_policy(Workload(seed=seed, **keys), policy) for seed in range(seeds)]
+    return {k: sum(r[k] for r in runs) / seeds for k in ("imbalance", "hit_rate", "ttft_p95_ms", "stability")} | {
+        "min_stability": min(r["stability"] for r in runs)
+    }
+
+
+@pytest.mark.parametrize("rate,hot_share", [(0.05, 0.0), (0.1, 0.0), (0.2, 0.0), (0.1, 0.2)])
+def test_sticky_load_aware_at_low_load_is_as_stable_and_as_fast_as_lb_cookie(rate, hot_share):
+    sla = _mean_over_seeds("sticky_load_aware", arrival_rate=rate, hot_share=hot_share)
+    lb = _mean_over_seeds("lb_cookie", arrival_rate=rate, hot_share=hot_share)
+    assert sla["min_stability"] >= 0.99
+    assert sla["ttft_p95_ms"] <= lb["ttft_p95_ms"]
+
+
+def test_sticky_load_aware_relieves_an_overloaded_instance_at_a_bounded_hit_cost():
+    # Hot sessions (10x the request rate, 3x the turns) land where least-outstanding placed them
+    # at their start; near saturation one instance falls behind and its prompts queue.
+    keys = dict(
+        instances=4,
+        sessions=200,
+        hot_share=0.1,
+        hot_turns_multiplier=3,
+        arrival_rate=0.7,
+        system_tokens=1000,
+        turn_tokens=300,
+        output_tokens=100,
+    )
+    sla = _mean_over_seeds("sticky_load_aware", **keys)
+    lb = _mean_over_seeds("lb_cookie", **keys)
+    assert sla["imbalance"] < lb["imbalance"] - 0.02
+    assert sla["ttft_p95_ms"] < 0.85 * lb["ttft_p95_ms"]
+    assert abs(lb["hit_rate"] - sla["hit_rate"]) < 0.01
+    assert sla["stability"] < 1.0  # it did move sessions
 
 
 def test_identical_seeds_give_identical_json_and_other_seeds_differ():
@@ -253,7 +270,9 @@ def test_statistics_match_the_sli_report_definitions():
             )
         )
 
-    wl = Workload(instances=3, sessions=120, turns="2-7", ip_churn=0.3, kv_capacity_tokens=20000, fail_at_s=[50])
+    # No instance joins or leaves, so the imbalance of requests per live instance-second is the
+    # report's max / mean of requests per instance.
+    wl = Workload(instances=3, sessions=120, turns="2-7", ip_churn=0.3, kv_capacity_tokens=20000)
     ours = run_policy(wl, "source_ip", tap=tap)
     acc = SliAccumulator()
     acc.extend(sorted(records, key=lambda r: (r.ts, r.turn)))
@@ -291,7 +310,7 @@ def test_memory_does_not_grow_with_requests():
     import tracemalloc
 
     def peak(sessions: int) -> int:
-        wl = Workload(instances=4, sessions=sessions, turns=5, kv_capacity_tokens=50000, arrival_rate=0.3)
+        wl = Workload(instances=4, sessions=sessions, turns=5, kv_capacity_tokens=50000, arrival_rate=0.2)
         tracemalloc.start()
         run_policy(wl, "prefix_aware")
         size = tracemalloc.get_traced_memory()[1]

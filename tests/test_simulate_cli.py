@@ -10,10 +10,11 @@ from conftest import run_cli
 
 from llm_affinity.cli import main
 from llm_affinity.evidence.report import Record, build_report
-from llm_affinity.evidence.simulate import Workload, run_policy
+from llm_affinity.evidence.simulate import POLICIES, Workload, run_policy
 from llm_affinity.evidence.simulate.calibrate import CalibrationError, calibrate_file
 
 SMALL = ["--sessions", "30", "--turns", "4"]
+ALL = list(POLICIES)
 
 
 def sim(capsys, *args: str) -> tuple[int, str, str]:
@@ -93,11 +94,20 @@ def test_every_contract_flag_is_accepted_and_lands_in_the_workload(capsys, tmp_p
 
 def test_flag_help_states_the_workload_defaults():
     from llm_affinity.evidence.cli_simulate import FLAGS, HELPS
+    from llm_affinity.evidence.simulate.workload import resolve
 
     defaults = Workload()
+    resolved = resolve(defaults)
     for flag, key in FLAGS.items():
-        stated = HELPS[flag].split("(default: ")[1].split(",")[0].rstrip(")")
-        assert float(stated) == float(getattr(defaults, key)), flag
+        stated = HELPS[flag].split("(default: ")[1].rstrip(")")
+        if stated.startswith("from "):
+            assert getattr(defaults, key) is None and getattr(resolved, key) is not None, flag
+            if stated.endswith(", 32768"):
+                assert getattr(resolved, key) == 32768, flag
+        elif isinstance(getattr(defaults, key), str):
+            assert stated == getattr(defaults, key), flag
+        else:
+            assert float(stated) == float(getattr(defaults, key)), flag
 
 
 def test_identical_seeds_give_byte_identical_json_through_the_cli():
@@ -106,23 +116,28 @@ def test_identical_seeds_give_byte_identical_json_through_the_cli():
     assert first.returncode == 0 and first.stdout == second.stdout and first.stderr == ""
 
 
-def test_text_table_puts_the_policies_side_by_side(capsys):
-    code, out, _ = sim(capsys, *SMALL, "--policies", "round_robin,lb_cookie,cache_aware")
+def test_text_table_has_a_row_per_policy_and_fits_100_columns(capsys):
+    code, out, _ = sim(capsys, "--sessions", "30", "--turns", "25")
     assert code == 0
-    header = next(line for line in out.splitlines() if "round_robin" in line)
-    assert header.split() == ["round_robin", "lb_cookie", "cache_aware"]
-    for label in (
-        "hit rate",
-        "stability",
-        "moves per session",
-        "imbalance",
-        "throughput tok/s",
-        "requests",
-        "hit rate per turn",
-        "TTFT p95 ms per turn",
-        "  turn 4",
-    ):
-        assert any(line.startswith(label) for line in out.splitlines()), label
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    head = next(line for line in lines if line.startswith("policy"))
+    assert head.split() == ["policy", "hit", "stable", "moves", "imbal", "tok/s", "TTFT", "p50", "TTFT", "p95"]
+    rows = [line.split()[0] for line in lines[lines.index(head) + 1 :] if line and not line.startswith(" ")][:9]
+    assert rows == ALL
+    for label in ("hit rate per turn", "TTFT p95 per turn", "columns: rr = round_robin"):
+        assert any(line.startswith(label) for line in lines), label
+    assert "(5 of 25 turns not shown; --wide or --format json has all)" in out
+
+
+def test_wide_table_shows_every_turn_and_column_and_the_intervals(capsys):
+    code, out, _ = sim(capsys, *SMALL, "--turns", "25", "--seeds", "3", "--wide", "--policies", "lb_cookie,round_robin")
+    assert code == 0
+    assert "TTFT p50 per turn" in out and "not shown" not in out
+    head = next(line for line in out.splitlines() if line.startswith("policy"))
+    assert head.split()[-2:] == ["instances", "requests"]
+    assert sum(1 for line in out.splitlines() if line.strip().startswith("±")) == 2
+    assert "3 seeds (0-2)" in out
 
 
 def test_chart_is_written(capsys, tmp_path):
@@ -142,7 +157,8 @@ def test_chart_is_written(capsys, tmp_path):
         ("turns: 7-3\n", "turns must be an integer >= 1 or 'MIN-MAX'"),
         ("protocol: udp\n", "protocol must be http or tcp, got 'udp'"),
         ("mcp_tools: yes please\n", "mcp_tools must be true or false"),
-        ("regions: 0\n", "regions must be an integer >= 1, got 0"),
+        ("regions: 2\n", "regions is not modelled: the simulator models one region"),
+        ("instance_type: g9.xlarge\n", "instance_type must be g5.xlarge or g6.xlarge"),
         ("- a\n- b\n", "must be a mapping"),
         ("sessions: [1\n", "not valid YAML"),
     ],
@@ -183,7 +199,7 @@ def test_chart_into_a_missing_folder_is_exit_2(capsys, tmp_path):
 # --- calibration: probe a small fleet, fit the rates, simulate -----------------------------------
 
 
-def _measured_report(tmp_path, wl: Workload) -> str:
+def _measured_report(tmp_path, wl: Workload, policy: str = "lb_cookie") -> str:
     """Stand-in for `probe` on a real fleet: the records of a run with rates the test knows."""
     records = []
 
@@ -200,31 +216,43 @@ def _measured_report(tmp_path, wl: Workload) -> str:
             )
         )
 
-    run_policy(wl, "lb_cookie", tap=tap)
+    run_policy(wl, policy, tap=tap)
     path = tmp_path / "report.json"
     path.write_text(json.dumps(build_report(records, "probe")))
     return str(path)
 
 
-def test_calibration_recovers_the_rates_and_the_simulated_ttft_matches_per_turn(capsys, tmp_path):
-    # A cold fleet (nothing fits its cache): uncached tokens grow turn by turn, so the rate and
-    # the fixed overhead can be told apart.
+def test_calibration_recovers_rates_and_shape_and_the_simulated_ttft_matches_per_turn(capsys, tmp_path):
+    # Round robin on two instances, one session at a time (as `probe --concurrency 1` runs): the
+    # uncached tokens differ from turn to turn (a session's previous prefix is on the other
+    # instance), so the rate and the fixed overhead can be told apart, and every turn's requests
+    # compute the same (the fit pairs a turn's mean uncached tokens with its median TTFT);
+    # decode is fast so the TTFT has no queueing in it.
     fleet = Workload(
         instances=2,
         sessions=40,
         turns=6,
-        arrival_rate=0.05,
+        concurrency=1,
         prefill_tokens_per_s=1800.0,
         ttft_overhead_ms=35.0,
-        kv_capacity_tokens=1,
+        decode_tokens_per_s=1000.0,
         seed=2,
     )
-    report_path = _measured_report(tmp_path, fleet)
+    report_path = _measured_report(tmp_path, fleet, "round_robin")
     cal = calibrate_file(report_path)
-    assert cal.prefill_tokens_per_s == pytest.approx(1800.0, rel=0.01)
-    assert cal.ttft_overhead_ms == pytest.approx(35.0, abs=2.0)
+    # (the fleet's first cold requests still pull turn 2's mean a little: 1,250 against 1,200)
+    assert cal.prefill_tokens_per_s == pytest.approx(1800.0, rel=0.03)
+    assert cal.ttft_overhead_ms == pytest.approx(35.0, abs=10.0)
     assert cal.decode_tokens_per_s is None and cal.points == 6
-    assert json.loads(open(report_path).read())["per_turn"][0]["cached_tokens"] == 0
+    assert {k: cal.shape[k] for k in ("sessions", "turns", "system_tokens", "turn_tokens", "output_tokens")} == {
+        "sessions": 40,
+        "turns": 6,
+        "system_tokens": 2000,
+        "turn_tokens": 500,
+        "output_tokens": 200,
+    }
+    # a probe report does not say how many sessions ran at once: probe's default, all of them
+    assert cal.shape["concurrency"] == 40 and cal.shape["think_time_s"] == 0.0
 
     data = sim_json(
         capsys,
@@ -232,24 +260,25 @@ def test_calibration_recovers_the_rates_and_the_simulated_ttft_matches_per_turn(
         report_path,
         "--instances",
         "2",
-        "--sessions",
-        "40",
-        "--turns",
-        "6",
-        "--arrival-rate",
-        "0.05",
-        "--kv-capacity",
+        "--concurrency",
         "1",
+        "--think-time",
+        "10",
+        "--decode-tokens-per-s",
+        "1000",
         "--seed",
         "2",
         "--policies",
-        "lb_cookie",
+        "round_robin",
     )
-    assert data["workload"]["calibration"]["prefill_tokens_per_s"] == cal.prefill_tokens_per_s
+    wl = data["workload"]
+    assert wl["calibration"]["prefill_tokens_per_s"] == cal.prefill_tokens_per_s
+    assert (wl["sessions"], wl["turns"], wl["system_tokens"], wl["turn_tokens"]) == (40, 6, 2000, 500)
+    assert wl["calibration"]["shape"]["concurrency"]["from"].startswith("probe's default")
     measured = json.loads(open(report_path).read())["per_turn"]
-    simulated = data["policies"]["lb_cookie"]["per_turn"]
+    simulated = data["policies"]["round_robin"]["per_turn"]
     for m, s in zip(measured, simulated, strict=True):
-        assert s["ttft_p50_ms"] == pytest.approx(m["ttft_p50_ms"], rel=0.02), m["turn"]
+        assert s["ttft_p50_ms"] == pytest.approx(m["ttft_p50_ms"], rel=0.05), m["turn"]
 
 
 def test_calibration_from_vllm_metrics(tmp_path):

@@ -4,18 +4,24 @@
 - ``hit_rate`` = Σ cached / Σ prompt tokens (all requests); ``per_turn[].hit_rate`` the same
   per turn number (turns start at 1);
 - ``stability`` = share of consecutive request pairs of a session served by the same instance;
-  ``moves_per_session`` = instance changes / sessions; ``imbalance`` = max / mean of the
-  requests per instance. The SLI report can only count instances that appear in its records;
-  the simulator knows every instance, so an idle one counts 0 (the hot-replica case: one
-  instance takes everything while others idle) — replacements after failures included;
-- ``ttft_p50_ms`` / ``ttft_p95_ms``: linear-interpolated percentiles as in the report, but over
+  ``moves_per_session`` = instance changes / sessions;
+- ``imbalance`` = max / mean of the requests per live slot-second (:func:`imbalance`): with no
+  instance joining or leaving it is the report's max / mean of requests per instance, except
+  that an idle instance counts 0 (the hot-replica case: one instance takes everything while
+  others idle — the SLI report only sees instances that served). ``instances_seen`` counts
+  every instance that ever served or stood by, replacements included;
+- ``shared_hit_rate``: Σ tokens loaded from the shared KV tier / Σ prompt tokens (``hit_rate``
+  includes them, as vLLM's ``prompt_tokens_cached`` counts local and external hits); null
+  without the tier;
+- ``ttft_p50_ms`` / ``ttft_p95_ms`` (per turn and over all requests): linear-interpolated
+  percentiles as in the report, but over
   a fixed log-bucket histogram instead of every sample, so memory does not grow with requests.
   Buckets are 1 % wide from 0.01 ms to 10^8 ms (2,316 buckets per turn); a sample is represented
   by its bucket's geometric centre, so a percentile is within ±0.5 % of the exact one (values
   up to 0.01 ms count as 0).
 
-The engine updates the counters inline (plain ints and lists on the hot path); this module owns
-the constants and turns the counters into the report fields.
+The event loop updates :class:`Counters` inline (plain ints and lists on the hot path); this
+module owns the constants and turns the counters into the report fields.
 """
 
 from __future__ import annotations
@@ -32,15 +38,54 @@ LOG_MIN = math.log(HIST_MIN_MS)
 #: Keys of one policy's result (the contract of `simulate --format json`).
 POLICY_KEYS = (
     "hit_rate",
+    "shared_hit_rate",
     "per_turn",
     "stability",
     "moves_per_session",
     "imbalance",
+    "instances_seen",
     "throughput_tokens_per_s",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
     "requests",
 )
 #: Keys of one per_turn entry.
 TURN_KEYS = ("turn", "hit_rate", "ttft_p50_ms", "ttft_p95_ms")
+
+
+class Counters:
+    """What the loop counts while it runs (lists indexed by turn number or by fleet slot)."""
+
+    __slots__ = (
+        "prompt",
+        "cached",
+        "hists",
+        "external",
+        "slot_requests",
+        "slot_end",
+        "pairs",
+        "same",
+        "sessions",
+        "output_tokens",
+        "first_t",
+        "last_t",
+    )
+
+    def __init__(self, slots: int) -> None:
+        self.prompt: list[int] = [0, 0]
+        self.cached: list[int] = [0, 0]
+        self.hists: list[list[int] | None] = [None, None]
+        self.external = 0  # tokens served by the shared KV tier
+        self.slot_requests = [0] * slots  # requests served per fleet slot
+        self.slot_end: list[float | None] = [None] * slots  # when a scaled-in slot left
+        self.pairs = self.same = self.sessions = self.output_tokens = 0
+        self.first_t = self.last_t = 0.0
+
+    def grow(self, turn: int) -> None:
+        more = turn + 1 - len(self.prompt)
+        self.prompt += [0] * more
+        self.cached += [0] * more
+        self.hists += [None] * more
 
 
 def bucket_of(ms: float) -> int:
@@ -78,43 +123,56 @@ def hist_percentile(hist: list[int], q: float) -> float | None:
     return values[0] + (values[1] - values[0]) * frac
 
 
-def finish(
-    *,
-    prompt: list[int],
-    cached: list[int],
-    hists: list[list[int] | None],
-    counts: list[int],
-    pairs: int,
-    same: int,
-    sessions: int,
-    output_tokens: int,
-    first_t: float,
-    last_t: float,
-) -> dict[str, Any]:
-    """The policy's report fields from the engine's counters (lists indexed by turn number)."""
+def imbalance(c: Counters) -> float | None:
+    """Max / mean of the requests per live slot-second. A slot is a place in the fleet: a
+    replacement after a failure continues its predecessor's slot, so failures do not add
+    instances that served a few requests; a scaled-in slot counts the time until it left."""
+    span = c.last_t - c.first_t
+    rates, total, live = [], 0, 0.0
+    for requests, end in zip(c.slot_requests, c.slot_end, strict=True):
+        stop = c.last_t if end is None or end > c.last_t else end
+        seconds = stop - c.first_t
+        if seconds <= 0 or span <= 0:
+            continue
+        rates.append(requests / seconds)
+        total += requests
+        live += seconds
+    if not rates or not total:
+        counts = c.slot_requests
+        mean = sum(counts) / len(counts)
+        return max(counts) / mean if mean else None
+    return max(rates) / (total / live)
+
+
+def finish(c: Counters, *, instances_seen: int, tier: bool) -> dict[str, Any]:
+    """The policy's report fields from the loop's counters."""
     per_turn = []
-    for turn in range(1, len(prompt)):
-        h = hists[turn]
+    merged = [0] * HIST_BUCKETS
+    for turn in range(1, len(c.prompt)):
+        h = c.hists[turn]
         if h is None:
             continue
+        merged = [a + b for a, b in zip(merged, h, strict=True)]
         per_turn.append(
             {
                 "turn": turn,
-                "hit_rate": cached[turn] / prompt[turn] if prompt[turn] else None,
+                "hit_rate": c.cached[turn] / c.prompt[turn] if c.prompt[turn] else None,
                 "ttft_p50_ms": hist_percentile(h, 50),
                 "ttft_p95_ms": hist_percentile(h, 95),
             }
         )
-    total_prompt, total_cached = sum(prompt), sum(cached)
-    requests = sum(counts)
-    mean = requests / len(counts) if counts else 0
-    span = last_t - first_t
+    total_prompt, total_cached = sum(c.prompt), sum(c.cached)
+    span = c.last_t - c.first_t
     return {
         "hit_rate": total_cached / total_prompt if total_prompt else None,
+        "shared_hit_rate": (c.external / total_prompt if total_prompt else None) if tier else None,
         "per_turn": per_turn,
-        "stability": same / pairs if pairs else None,
-        "moves_per_session": (pairs - same) / sessions if pairs else None,
-        "imbalance": max(counts) / mean if mean else None,
-        "throughput_tokens_per_s": output_tokens / span if span > 0 else None,
-        "requests": requests,
+        "stability": c.same / c.pairs if c.pairs else None,
+        "moves_per_session": (c.pairs - c.same) / c.sessions if c.pairs else None,
+        "imbalance": imbalance(c),
+        "instances_seen": instances_seen,
+        "throughput_tokens_per_s": c.output_tokens / span if span > 0 else None,
+        "ttft_p50_ms": hist_percentile(merged, 50),
+        "ttft_p95_ms": hist_percentile(merged, 95),
+        "requests": sum(c.slot_requests),
     }

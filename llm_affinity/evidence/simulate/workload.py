@@ -1,12 +1,14 @@
 """The workload of `simulate` and `recommend`: flags and a YAML file speak the same keys.
 
-A workload describes the agent traffic (sessions, turns, tokens, think time), the clients'
-network (NAT, IP churn), the front's stickiness (cookie duration), the fleet (instances, KV
-capacity, prefill/decode rates, failures) and, for `recommend`, the decision-table inputs
-(protocol, engine, serving stack, instance churn, MCP tools, regions).
+A workload describes the agent traffic (sessions, turns, tokens, think time, concurrency), the
+clients' network (NAT, IP churn), the front's stickiness (cookie duration), the fleet (instances,
+instance type and the engine figures it implies, failures), an optional shared KV tier, and, for
+`recommend`, the decision-table inputs (protocol, engine, serving stack, instance churn, MCP
+tools, application session ids).
 
 Validation is strict because a typo must not silently simulate the default: an unknown key or
-a value of the wrong type or range raises :class:`WorkloadError` with one line naming it.
+a value of the wrong type or range raises :class:`WorkloadError` with one line naming it. Keys
+people write but the simulator does not model (``regions``) are refused the same way.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ _TURNS = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 
 @dataclass
 class Workload:
-    """All keys are optional in YAML and on the command line; these are the defaults."""
+    """All keys are optional in YAML and on the command line; these are the defaults. ``None``
+    means "from the hardware profile" (``instance_type``): :func:`resolve` fills it in."""
 
     instances: int = 4
     sessions: int = 200
@@ -38,26 +41,36 @@ class Workload:
     turn_tokens: int = 500
     output_tokens: int = 200
     think_time_s: float = 10.0
-    kv_capacity_tokens: int = profile.KV_CAPACITY_TOKENS  # 0 = unbounded
-    arrival_rate: float = 0.5  # new sessions per second (Poisson)
+    arrival_rate: float = 0.2  # new sessions per second (Poisson)
+    concurrency: int = 0  # > 0: that many sessions in flight, a new one when one ends (probe's loop)
     protocol: str = "http"
     clients_behind_nat: float = 0.0
     nat_addresses: int = 1
     ip_churn: float = 0.0
     cookie_duration_s: float = 86400.0  # the ALB default stickiness duration (1 day)
+    client_cookies: bool = True  # False: clients never send cookies back (a new HTTP client per call)
     hot_share: float = 0.0
+    hot_turns_multiplier: int = 1
     engine: str = "vllm"
     serving_stack: str = "plain"
     instance_churn_per_hour: float = 0.0
     mcp_tools: bool = False
-    regions: int = 1
-    # Extensions of the issue's key list (documented in docs/simulate.md):
     app_session_ids: bool = False
     fail_at_s: list[float] = field(default_factory=list)
     scale_in_at_s: list[float] = field(default_factory=list)
-    prefill_tokens_per_s: float = profile.PREFILL_TOKENS_PER_S
-    decode_tokens_per_s: float = profile.DECODE_TOKENS_PER_S
-    ttft_overhead_ms: float = profile.TTFT_OVERHEAD_MS
+    # The hardware (profile.py); None = the instance type's figure.
+    instance_type: str = profile.DEFAULT_GPU
+    kv_capacity_tokens: int | None = None  # 0 = unbounded
+    max_context_tokens: int | None = None
+    prefill_tokens_per_s: float | None = None
+    decode_tokens_per_s: float | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    ttft_overhead_ms: float = 0.0
+    # The shared KV tier (LMCache with a remote store); off unless asked.
+    shared_kv: bool = False
+    kv_store: str = profile.DEFAULT_KV_STORE
+    shared_kv_capacity_tokens: int | None = None  # 0 = unbounded
     seed: int = 0
 
     def turn_range(self) -> tuple[int, int]:
@@ -70,6 +83,50 @@ class Workload:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+#: Keys filled from the instance type's profile when left unset.
+FROM_PROFILE = {
+    "kv_capacity_tokens": lambda g: g.kv_capacity_tokens,
+    "max_context_tokens": lambda g: profile.MAX_CONTEXT_TOKENS,
+    "prefill_tokens_per_s": lambda g: g.prefill_tokens_per_s,
+    "decode_tokens_per_s": lambda g: g.decode_tokens_per_s,
+    "max_num_seqs": lambda g: g.max_num_seqs,
+    "max_num_batched_tokens": lambda g: g.max_num_batched_tokens,
+}
+
+
+def resolve(wl: Workload) -> Workload:
+    """A copy with every profile-derived key filled in and the keys checked against each other
+    (WorkloadError naming them)."""
+    values = dataclasses.asdict(wl)
+    gpu = profile.gpu(wl.instance_type)
+    for key, derive in FROM_PROFILE.items():
+        if values[key] is None:
+            values[key] = derive(gpu)
+    if values["shared_kv_capacity_tokens"] is None:
+        values["shared_kv_capacity_tokens"] = profile.kv_store(wl.kv_store).capacity_tokens
+    out = Workload(**values)
+    first = out.system_tokens + out.turn_tokens + out.output_tokens
+    if first > out.max_context_tokens:
+        raise WorkloadError(
+            f"system_tokens + turn_tokens + output_tokens ({first:,}) exceed max_context_tokens "
+            f"({out.max_context_tokens:,}): not even the first turn fits the context window"
+        )
+    if out.max_num_batched_tokens <= out.max_num_seqs:
+        raise WorkloadError(
+            f"max_num_batched_tokens ({out.max_num_batched_tokens:,}) must be above max_num_seqs "
+            f"({out.max_num_seqs:,}), as vLLM requires"
+        )
+    return out
+
+
+#: Keys people put in workload files that the simulator does not model: refused with the reason,
+#: never silently read (a decision must not rest on something nothing simulated).
+REFUSED = {
+    "regions": "the simulator models one region; simulate each region's fleet on its own (no load "
+    "balancer keeps a session's KV across regions, and neither does this model)",
+}
 
 
 # key -> (kind, constraint text, check)
@@ -96,25 +153,34 @@ SCHEMA: dict[str, tuple[str, str, Any]] = {
     "turn_tokens": _count(0),
     "output_tokens": _count(0),
     "think_time_s": _number(0),
-    "kv_capacity_tokens": _count(0),
     "arrival_rate": _number(0, open_lo=True),
+    "concurrency": _count(0),
     "protocol": _choice("http", "tcp"),
     "clients_behind_nat": _number(0, 1),
     "nat_addresses": _count(1),
     "ip_churn": _number(0, 1),
     "cookie_duration_s": _number(1, 604800),
+    "client_cookies": ("bool", "true or false", None),
     "hot_share": _number(0, 1),
+    "hot_turns_multiplier": _count(1),
     "engine": _choice("vllm", "sglang"),
     "serving_stack": _choice("plain", "ray_serve"),
     "instance_churn_per_hour": _number(0),
     "mcp_tools": ("bool", "true or false", None),
-    "regions": _count(1),
     "app_session_ids": ("bool", "true or false", None),
     "fail_at_s": ("times", "a list of numbers >= 0 (seconds)", None),
     "scale_in_at_s": ("times", "a list of numbers >= 0 (seconds)", None),
+    "instance_type": _choice(*profile.GPUS),
+    "kv_capacity_tokens": _count(0),
+    "max_context_tokens": _count(1),
     "prefill_tokens_per_s": _number(0, open_lo=True),
     "decode_tokens_per_s": _number(0, open_lo=True),
+    "max_num_seqs": _count(1),
+    "max_num_batched_tokens": _count(2),
     "ttft_overhead_ms": _number(0),
+    "shared_kv": ("bool", "true or false", None),
+    "kv_store": _choice(*profile.KV_STORES),
+    "shared_kv_capacity_tokens": _count(0),
     "seed": ("int", "an integer", lambda v: True),
 }
 
@@ -174,6 +240,8 @@ def from_mapping(data: Any, where: str, base: Workload | None = None) -> Workloa
         raise WorkloadError(f"{where}: the workload must be a mapping of keys to values, got {type(data).__name__}")
     values = dataclasses.asdict(base) if base is not None else {}
     for key, value in data.items():
+        if isinstance(key, str) and key in REFUSED:
+            raise WorkloadError(f"{where}: {key} is not modelled: {REFUSED[key]}")
         if not isinstance(key, str) or key not in SCHEMA:
             raise WorkloadError(f"{where}: unknown key {key!r} (known: {', '.join(SCHEMA)})")
         values[key] = check_value(key, value, where)
@@ -185,10 +253,14 @@ MAX_WORKLOAD_BYTES = 1 << 20
 
 
 def load_file(path: str) -> Workload:
-    """Read a workload YAML file (one error line for unreadable or invalid files). Only a
-    regular file of at most 1 MiB is read (a FIFO or a device is refused, never waited on), and
-    YAML aliases are refused: a workload needs none, and they are how a small file expands into
-    a huge one."""
+    """Read a workload YAML file (one error line for unreadable or invalid files)."""
+    return load_file_keys(path)[0]
+
+
+def load_file_keys(path: str) -> tuple[Workload, set[str]]:
+    """The workload of a YAML file and the keys the file sets. Only a regular file of at most
+    1 MiB is read (a FIFO or a device is refused, never waited on), and YAML aliases are
+    refused: a workload needs none, and they are how a small file expands into a huge one."""
     import yaml
 
     from ...common.files import ReadError, read_text
@@ -204,4 +276,5 @@ def load_file(path: str) -> Workload:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
         raise WorkloadError(f"workload {path}: not valid YAML{at}") from None
-    return from_mapping(data, f"workload {path}")
+    wl = from_mapping(data, f"workload {path}")
+    return wl, set(data) if isinstance(data, Mapping) else set()

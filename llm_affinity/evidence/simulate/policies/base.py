@@ -3,6 +3,8 @@
 Policies are called once per request on the simulator's hot path, so state is plain lists and
 ints (no objects per request). A policy reads ``fleet.out`` (outstanding requests per instance:
 waiting for prefill, in prefill or decoding — what an ALB's least-outstanding-requests counts),
+``fleet.queued`` (those still waiting for their first token — vLLM's ``num_requests_waiting``
+plus the prompt in prefill: what grows when an instance falls behind),
 ``fleet.active`` (instances that accept new requests, in a fixed order) and ``fleet.alive``;
 it may keep per-session data in the session list slots below and must forget it in ``end``.
 """
@@ -11,17 +13,20 @@ from __future__ import annotations
 
 from typing import Callable
 
-# Session state slots (one list per live session, owned by the engine).
+# Session state slots (one list per live session, owned by the event loop). Policies read S_IP
+# and keep their own data in S_PIN, S_LAST and S_AUX; the rest is the loop's.
 S_TURN, S_NTURNS, S_CTX, S_IP, S_PIN, S_LAST, S_ATT, S_ARR = range(8)
-S_THINK, S_CHURN, S_PREV, S_AUX, S_CUR, S_PROMPT, S_CACHED, S_TTFT, S_NIP = range(8, 17)
-S_SIZE = 17
+S_THINK, S_MEAN, S_CHURN, S_NATTED, S_FRESH, S_PREV, S_AUX, S_CUR = range(8, 16)
+S_PROMPT, S_CACHED, S_TTFT, S_HELD, S_WORK, S_EXT, S_NEWSYS = range(16, 23)
+S_SIZE = 23
 
 
 class Fleet:
-    """The instances as policies see them (mutated in place by the engine)."""
+    """The instances as policies see them (mutated in place by the event loop)."""
 
     def __init__(self) -> None:
         self.out: list[int] = []  # outstanding requests per instance index
+        self.queued: list[int] = []  # of those, not past their first token yet (waiting, loading, prefill)
         self.alive: list[bool] = []  # False once failed or scaled in
         self.active: list[int] = []  # indexes accepting new requests
         self.epoch = 0  # bumped whenever `active` changes

@@ -3,8 +3,10 @@
 python/ray/llm/_internal/serve/request_router/prefix_aware/prefix_aware_router.py:
 
 1. If the load is imbalanced — the longest replica queue minus the shortest is more than
-   ``imbalanced_threshold`` (default **10**) — fall back to power-of-two choices: two random
-   replicas, the one with the shorter queue.
+   ``imbalanced_threshold`` — fall back to power-of-two choices: two random replicas, the one
+   with the shorter queue. The simulator uses **10**, the value Ray's docs give and the value
+   `recommend`'s snippet sets: Ray 2.60's code default is infinity (never rebalance), which
+   keeps every session that shares a system prompt on the replica that saw it first.
 2. Otherwise match the prompt against the router's prefix tree. If the best match rate
    (matched / prompt) is at least ``match_rate_threshold`` (default **0.1**), the candidates
    are the replicas with the highest match; below it, the replicas with the smallest tree

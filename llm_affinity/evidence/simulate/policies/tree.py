@@ -33,22 +33,30 @@ class PrefixTree:
         self.has_any[inst] = False
 
     def match(self, sid: int) -> tuple[int, list[int]]:
-        """(longest matched tokens, active instances that match that much)."""
+        """(longest matched tokens, active instances that match that much). An instance that
+        has seen anything matches the system prompt; one that has seen this session matches
+        the session's prompt there too (only such instances can beat the system prompt, so
+        they are looked at first: this runs once per request)."""
         kn = self.known.get(sid)
-        x = self.system
-        best = -1
-        where: list[int] = []
-        has_any = self.has_any
-        for i in self.fleet.active:
-            if has_any[i]:
-                m = x + kn.get(i, 0) if kn else x
-            else:
-                m = 0
-            if m > best:
-                best, where = m, [i]
-            elif m == best:
-                where.append(i)
-        return best, where
+        alive, has_any = self.fleet.alive, self.has_any
+        if kn:
+            top, where = 0, []
+            for i, tokens in kn.items():
+                if alive[i] and has_any[i]:
+                    if tokens > top:
+                        top, where = tokens, [i]
+                    elif tokens == top:
+                        where.append(i)
+            if where:
+                if len(where) > 1:
+                    where.sort(key=self.fleet.active.index)
+                return self.system + top, where
+        active = self.fleet.active
+        if self.system:
+            where = [i for i in active if has_any[i]]
+            if where:
+                return self.system, where
+        return 0, list(active)
 
     def smallest(self) -> list[int]:
         size = self.size
