@@ -181,7 +181,10 @@ def test_missing_instance_header_is_null_with_one_hint(tmp_path, capsys):
         assert err[0].startswith("llm-affinity: hint: no response carried the X-Served-By header")
         code, _, err = probe(capsys, lab.base_url, "--sessions", "2", "--turns", "2", "--expect-stability", "0.9")
     assert code == 1
-    assert err[-1] == "llm-affinity: expectation not met: stability unknown (no instance header), expected at least 0.9"
+    assert err[-1] == (
+        "llm-affinity: expectation not met: stability unknown (no session had two requests with known "
+        "instances), expected at least 0.9"
+    )
 
 
 def test_missing_cached_tokens_is_null_with_one_hint(tmp_path, capsys):
@@ -196,7 +199,7 @@ def test_missing_cached_tokens_is_null_with_one_hint(tmp_path, capsys):
         "llm-affinity: hint: usage has no prompt_tokens_details.cached_tokens: cached tokens and hit "
         "rates are null; start vLLM with --enable-prompt-tokens-details"
     )
-    assert err[1].startswith("llm-affinity: expectation not met: hit rate unknown")
+    assert err[1] == "llm-affinity: expectation not met: warm hit rate unknown (no token counts), expected at least 0.1"
 
 
 def test_missing_usage_is_null_with_one_hint(tmp_path, capsys):

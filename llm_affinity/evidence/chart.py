@@ -11,6 +11,18 @@ class ChartUnavailable(RuntimeError):
     """matplotlib is not installed: the message names the extra to install."""
 
 
+INSTALL_HINT = '--chart needs matplotlib: pip install "llm-affinity[chart]"'
+
+
+def check_available() -> None:
+    """ChartUnavailable unless matplotlib can be imported: the commands call it before any
+    request is sent or file read, so a missing extra never costs a finished run its chart."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ChartUnavailable(INSTALL_HINT) from None
+
+
 def write_chart(path: str, series: Mapping[str, Sequence[Mapping[str, Any]]], title: str) -> None:
     """Draw ``per_turn`` lists (entries with ``turn``, ``hit_rate``, ``ttft_p50_ms``,
     ``ttft_p95_ms``; ``None`` values are skipped) into a two-panel PNG at ``path``."""
@@ -20,7 +32,7 @@ def write_chart(path: str, series: Mapping[str, Sequence[Mapping[str, Any]]], ti
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ChartUnavailable('--chart needs matplotlib: pip install "llm-affinity[chart]"') from None
+        raise ChartUnavailable(INSTALL_HINT) from None
     fig, (hit_ax, ttft_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
     for name, per_turn in series.items():
         hits = [(t["turn"], t["hit_rate"]) for t in per_turn if t.get("hit_rate") is not None]
