@@ -296,8 +296,12 @@ def _http_get(limits: ScrapeLimits) -> tuple[Callable[[str], str], Callable[[], 
 def _reason(exc: BaseException, limits: ScrapeLimits) -> str:
     import httpx
 
+    from ..common import httpio
+
     if isinstance(exc, ScrapeError):
         return str(exc)
+    if isinstance(exc, (httpio.ResponseTooLarge, httpio.UnsupportedEncoding)):
+        return f"{exc} (raise it with --max-response-mb)" if isinstance(exc, httpio.ResponseTooLarge) else str(exc)
     if isinstance(exc, httpx.TimeoutException):
         if limits.expired():
             return "not finished when the --deadline expired"
@@ -314,43 +318,47 @@ def scrape_engines(
     get: Callable[[str], str] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[dict[str, Any], list[InputError], bool]:
-    """Scrape every URL, wait ``interval_s``, scrape again: ``({url: engine view}, errors,
-    incomplete)``. An engine that cannot be scraped, or is not a known engine, is one error and
-    is left out; ``incomplete`` is True when the run's deadline stopped the scraping."""
+    """Scrape every URL, wait ``interval_s``, scrape it again: ``({url: engine view}, errors,
+    incomplete)``. Engines are scraped side by side (a slow one delays no other). An engine
+    that cannot be scraped, or is not a known engine, is one error and is left out;
+    ``incomplete`` is True when the run's deadline stopped the scraping."""
+    from concurrent.futures import ThreadPoolExecutor
+
     limits = limits or ScrapeLimits()
     close: Callable[[], None] = lambda: None  # noqa: E731
     if get is None:
         get, close = _http_get(limits)
-    errors: list[InputError] = []
+    fetch = get
+
+    def two_scrapes(url: str) -> tuple[Any, InputError | None, bool]:
+        if limits.expired():
+            return None, InputError(url, "not scraped: the --deadline expired"), True
+        try:
+            first = parse_prometheus(fetch(url), _known)
+        except Exception as exc:  # network, status, size, time: the message names the engine
+            return None, InputError(url, f"cannot scrape: {_reason(exc, limits)}"), limits.expired()
+        wait = interval_s if limits.deadline is None else min(interval_s, limits.deadline - time.monotonic())
+        sleep(max(0.0, wait))
+        if limits.expired():
+            return None, InputError(url, "scraped once only: the --deadline expired before the second scrape"), True
+        try:
+            return engine_view(first, parse_prometheus(fetch(url), _known)), None, False
+        except MetricsFormatError as exc:
+            return None, InputError(url, str(exc)), False
+        except Exception as exc:
+            return None, InputError(url, f"cannot scrape: {_reason(exc, limits)}"), limits.expired()
+
     engines: dict[str, Any] = {}
+    errors: list[InputError] = []
     incomplete = False
     try:
-        first: dict[str, Samples] = {}
-        for url in urls:
-            if limits.expired():
-                incomplete = True
-                errors.append(InputError(url, "not scraped: the --deadline expired"))
-                continue
-            try:
-                first[url] = parse_prometheus(get(url), _known)
-            except Exception as exc:  # network, status, size, time: the message names the engine
-                incomplete = incomplete or limits.expired()
-                errors.append(InputError(url, f"cannot scrape: {_reason(exc, limits)}"))
-        if first:
-            wait = interval_s if limits.deadline is None else min(interval_s, limits.deadline - time.monotonic())
-            sleep(max(0.0, wait))
-        for url, samples in first.items():
-            if limits.expired():
-                incomplete = True
-                errors.append(InputError(url, "scraped once only: the --deadline expired before the second scrape"))
-                continue
-            try:
-                engines[url] = engine_view(samples, parse_prometheus(get(url), _known))
-            except MetricsFormatError as exc:
-                errors.append(InputError(url, str(exc)))
-            except Exception as exc:
-                incomplete = incomplete or limits.expired()
-                errors.append(InputError(url, f"cannot scrape: {_reason(exc, limits)}"))
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(urls))), thread_name_prefix="scrape") as pool:
+            for url, (view, error, cut) in zip(urls, pool.map(two_scrapes, urls), strict=True):
+                incomplete = incomplete or cut
+                if error is not None:
+                    errors.append(error)
+                else:
+                    engines[url] = view
     finally:
         close()
     return engines, errors, incomplete

@@ -137,7 +137,11 @@ def chat_url(base_url: str) -> str:
 
 
 def _snippet(text: str) -> str:
-    text = " ".join(text.split())
+    """The start of an error body or message for one line: whitespace collapsed, control and
+    escape characters made visible (it came from the server), at most 200 characters."""
+    from ..common.text import printable
+
+    text = printable(" ".join(text[:_ERROR_BODY_BYTES].split()))
     return text[:_ERROR_BODY_CHARS] + ("…" if len(text) > _ERROR_BODY_CHARS else "")
 
 
