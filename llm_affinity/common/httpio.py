@@ -129,10 +129,12 @@ class _Backend(httpcore.NetworkBackend):
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any) -> Any:
         timeout = _capped(timeout, httpcore.ConnectTimeout)
+        _local.connects = getattr(_local, "connects", 0) + 1  # this thread's request opened a connection
         return _Stream(self._inner.connect_tcp(host, port, timeout, *args, **kwargs))
 
     def connect_unix_socket(self, path: str, timeout: float | None = None, *args: Any, **kwargs: Any) -> Any:
         timeout = _capped(timeout, httpcore.ConnectTimeout)
+        _local.connects = getattr(_local, "connects", 0) + 1
         return _Stream(self._inner.connect_unix_socket(path, timeout, *args, **kwargs))
 
     def sleep(self, seconds: float) -> None:
@@ -153,39 +155,26 @@ def bounded_transport(**kwargs: Any) -> httpx.HTTPTransport:
 # --- one retry on a stale pooled connection ---------------------------------------------------
 
 
-class _Watch:
-    """An httpcore trace callback: did this request open a connection, and did response
-    headers arrive? (chains to the caller's own trace callback, if any)."""
-
-    __slots__ = ("connected", "answered", "chained")
-
-    def __init__(self, chained: Callable[[str, dict], None] | None) -> None:
-        self.connected = False
-        self.answered = False
-        self.chained = chained
-
-    def __call__(self, name: str, info: dict) -> None:
-        if name.startswith("connection.connect_"):
-            self.connected = True
-        elif name == "http11.receive_response_headers.complete":
-            self.answered = True
-        if self.chained is not None:
-            self.chained(name, info)
+def _connects() -> int:
+    """Connections this thread has opened through a bounded transport (httpcore opens a
+    connection in the thread of the request that needs it)."""
+    return getattr(_local, "connects", 0)
 
 
-def _nothing_received(exc: Exception, watch: _Watch) -> bool:
-    if watch.connected or watch.answered:
-        return False
+def _nothing_received(exc: Exception) -> bool:
+    """Whether a failure inside ``handle_request`` (the response headers never came back: a
+    body is read after it returns) happened before any byte of the response."""
     if isinstance(exc, httpx.RemoteProtocolError):
         return str(exc) == STALE_MESSAGE
     return isinstance(exc, (httpx.WriteError, httpx.ReadError))
 
 
 class RetryStaleConnection(httpx.BaseTransport):
-    """Sends through ``pooled``. A request that failed on a *reused* connection before any byte
-    of the response arrived (the server had closed it: llama-server does after every stream) is
-    sent once more, on a fresh connection of ``fresh`` (a transport that keeps none alive). A
-    failure on a new connection, or after the response began, is never retried."""
+    """Sends through ``pooled`` (a :func:`bounded_transport`: it tells which requests opened a
+    connection). A request that failed on a *reused* connection before any byte of the response
+    arrived (the server had closed it: llama-server does after every stream) is sent once more,
+    on a fresh connection of ``fresh`` (a transport that keeps none alive). A failure on a new
+    connection, or after the response began, is never retried."""
 
     def __init__(self, pooled: httpx.BaseTransport, fresh: Callable[[], httpx.BaseTransport]) -> None:
         self._pooled = pooled
@@ -195,19 +184,13 @@ class RetryStaleConnection(httpx.BaseTransport):
         self.retries = 0
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        original = request.extensions.get("trace")
-        watch = _Watch(original)
-        request.extensions["trace"] = watch
+        before = _connects()
         try:
             return self._pooled.handle_request(request)
         except (httpx.RemoteProtocolError, httpx.WriteError, httpx.ReadError) as exc:
-            if not (_nothing_received(exc, watch) and isinstance(request.stream, httpx.ByteStream)):
+            reused = _connects() == before  # no connection was opened for this request
+            if not (reused and _nothing_received(exc) and isinstance(request.stream, httpx.ByteStream)):
                 raise
-        finally:
-            if original is None:
-                request.extensions.pop("trace", None)
-            else:
-                request.extensions["trace"] = original
         with self._lock:
             self.retries += 1
             if self._fresh is None:
@@ -236,7 +219,8 @@ class BoundedDecoder:
         self.raw = 0
         self.decoded = 0
         self._deflate = encoding == "deflate"
-        if encoding in ("", "identity"):
+        self.identity = encoding in ("", "identity")
+        if self.identity:
             self._z: Any = None
         elif encoding in ("gzip", "x-gzip"):
             self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -291,6 +275,14 @@ class BoundedDecoder:
 def iter_decoded(response: httpx.Response, cap: int) -> Iterator[bytes]:
     """The decoded body of a streamed ``response``, bounded by ``cap`` (see BoundedDecoder)."""
     decoder = BoundedDecoder(response.headers.get("content-encoding"), cap)
+    if decoder.identity:  # no decoding: count and pass through (the hot path of a stream)
+        total = 0
+        for raw in response.iter_raw():
+            total += len(raw)
+            if total > cap:
+                raise ResponseTooLarge(f"the response is larger than the {_size(cap)} limit")
+            yield raw
+        return
     for raw in response.iter_raw():
         yield from decoder.feed(raw)
     yield from decoder.flush()
@@ -331,7 +323,15 @@ class LineSplitter:
         return ResponseTooLarge(f"a line of the response is longer than the {_size(self.max_line)} limit")
 
     def feed(self, data: bytes) -> list[bytes]:
-        lines: list[bytes] = []
+        if not self._parts and data.endswith(b"\n"):  # the common case: whole lines only
+            lines = data.split(b"\n")
+            lines.pop()
+            if len(data) > self.max_line and max(map(len, lines)) > self.max_line:
+                raise self._too_long()
+            if b"\r" in data:
+                lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
+            return lines
+        lines = []
         start = 0
         while True:
             end = data.find(b"\n", start)
