@@ -143,6 +143,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ath.add_argument("--region", metavar="REGION", help="AWS region (Athena, and the log path)")
     ath.add_argument("--profile", metavar="NAME", help="AWS named profile")
     ath.add_argument("--print-sql", action="store_true", help="print the DDL and queries, run nothing")
+    _engine_arguments(parser)
+    out = parser.add_argument_group("report")
+    out.add_argument(
+        "--stickiness-duration",
+        type=number(float, 0.0, 1e9, "a number of seconds"),
+        metavar="S",
+        help="the stickiness duration of the front, to count expiries",
+    )
+    out.add_argument("--expect-stability", type=fraction, metavar="X", help="exit 1 when stability is below X (0..1)")
+    out.add_argument(
+        "--expect-hit-rate",
+        type=fraction,
+        metavar="X",
+        help="exit 1 when the warm hit rate (Σ cached / Σ prompt tokens of turns 2..T) is below X (0..1)",
+    )
+    add_output_options(out)
+    out.add_argument("--chart", metavar="FILE.png", help="draw hit rate and TTFT per turn (needs matplotlib)")
+
+
+def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """The --metrics group: URLs, interval and the bounds of each scrape."""
     eng = parser.add_argument_group("engines (vLLM, SGLang, llama.cpp llama-server)")
     eng.add_argument(
         "--metrics",
@@ -179,22 +200,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MB",
         help="largest decoded /metrics body, in MB (default: 16)",
     )
-    out = parser.add_argument_group("report")
-    out.add_argument(
-        "--stickiness-duration",
-        type=number(float, 0.0, 1e9, "a number of seconds"),
-        metavar="S",
-        help="the stickiness duration of the front, to count expiries",
-    )
-    out.add_argument("--expect-stability", type=fraction, metavar="X", help="exit 1 when stability is below X (0..1)")
-    out.add_argument(
-        "--expect-hit-rate",
-        type=fraction,
-        metavar="X",
-        help="exit 1 when the warm hit rate (Σ cached / Σ prompt tokens of turns 2..T) is below X (0..1)",
-    )
-    add_output_options(out)
-    out.add_argument("--chart", metavar="FILE.png", help="draw hit rate and TTFT per turn (needs matplotlib)")
 
 
 def _check(args: argparse.Namespace) -> None:

@@ -13,16 +13,20 @@ Layers, each a ``SELECT`` over a relation named by its caller:
    access-log lines), in one scan of its input: one window pass over the sessions (``LAG`` for
    pairs, moves and expiries; ``ROW_NUMBER`` for sessions and, for ALB lines, the turn: the
    request's position in its session by request time) and one ``GROUPING SETS`` aggregation.
-   It reproduces :func:`llm_affinity.evidence.report.build_report` exactly: records ordered by
-   ``ts``, then ``turn`` (unknown last), then ``seq`` (input order); ratios in DOUBLE with the
-   same operation order; percentiles by the same linear interpolation (numpy's default,
-   DuckDB's ``quantile_cont``) spelled with window functions, because Athena only has
-   ``approx_percentile``. Tokens and TTFT are unknown to an ALB (``NULL``).
+   The rows are counts (sessions, pairs, moves, requests per instance, tokens per turn) and
+   percentiles; :func:`rows_to_report` hands them to :func:`report.assemble`, where every ratio
+   is computed — the same function the Python accumulator ends in, so the result equals
+   :func:`llm_affinity.evidence.report.build_report` exactly: records ordered by ``ts``, then
+   ``turn`` (unknown last), then ``seq`` (input order); percentiles by the same linear
+   interpolation (numpy's default, DuckDB's ``quantile_cont``) spelled with window functions,
+   because Athena only has ``approx_percentile``. Tokens and TTFT are unknown to an ALB
+   (``NULL``).
 
-The dialects differ in a few spots, kept in :data:`_DIALECT`: timestamp parsing, URL decoding,
-and ``split_part``/``regexp_extract`` returning ``''`` (DuckDB) or ``NULL`` (Trino) when there
-is nothing (normalised with ``NULLIF``). Every ratio casts to DOUBLE first (Trino divides
-integers as integers).
+The dialects differ in a few spots, kept in :data:`_DIALECT`: timestamp parsing, the request's
+last word, regular-expression replace and match, and ``split_part``/``regexp_extract``
+returning ``''`` (DuckDB) or ``NULL`` (Trino) when there is nothing (normalised with
+``NULLIF``). Every string literal goes through :func:`literal`; file lists through
+:func:`file_list` (glob-escaped).
 """
 
 from __future__ import annotations
