@@ -630,3 +630,16 @@ def test_gzip_telemetry_is_not_a_special_case(tmp_path, capsys):
     code, report, _ = sli(capsys, str(path))
     assert code == 2 and report["errors"][0]["message"].startswith("no telemetry records in this file (")
     assert "not UTF-8" in report["errors"][0]["message"]
+
+
+def test_text_output_escapes_what_came_from_a_file(tmp_path, capsys):
+    path = tmp_path / "t.jsonl"
+    records = [
+        Record(ts=1.0, session="s", turn=1, instance="i-\x1b[2J\u202eevil"),
+        Record(ts=2.0, session="s", turn=2, instance="i-\x1b[2J\u202eevil"),
+    ]
+    path.write_text("".join(json.dumps(r.as_dict()) + "\n" for r in records) + '{"ts": "\\u001b[31m"}\n')
+    assert main(["sli", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err and "\u202e" not in out + err
+    assert "instances: i-\\x1b[2J\\u202eevil 2" in out

@@ -134,32 +134,53 @@ def _show(value: Any) -> str:
 
 def parse_record(data: Any) -> Record:
     """A :class:`Record` from one decoded JSON line; :class:`InvalidRecord` (a ValueError)
-    naming what is wrong. Unknown keys are ignored (newer writers may add some)."""
-    if not isinstance(data, dict):
+    naming what is wrong. Unknown keys are ignored (newer writers may add some). The checks of
+    the common case are inlined (a telemetry file has millions of lines); anything unusual goes
+    through the helpers, which name the reason."""
+    if type(data) is not dict:
         raise InvalidRecord("not a JSON object")
-    if "ts" not in data or data["ts"] is None:
+    get = data.get
+    ts = get("ts")
+    if ts is None:
         raise InvalidRecord("no 'ts'")
-    ts = _number(data, "ts", 0.0, MAX_TS, "a request time (epoch seconds)")
-    session = _string(data, "session")
-    instance = _string(data, "instance")
-    prompt = _count(data, "prompt_tokens", 0, MAX_TOKENS, "a token count")
-    cached = _count(data, "cached_tokens", 0, MAX_TOKENS, "a token count")
+    if not (type(ts) is float and 0.0 <= ts <= MAX_TS):  # NaN fails the comparison too
+        ts = _number(data, "ts", 0.0, MAX_TS, "a request time (epoch seconds)")
+    session, instance = get("session"), get("instance")
+    if not (session is None or (type(session) is str and len(session) <= MAX_STRING)):
+        session = _string(data, "session")
+    if not (instance is None or (type(instance) is str and len(instance) <= MAX_STRING)):
+        instance = _string(data, "instance")
+    turn, prompt, cached, status = get("turn"), get("prompt_tokens"), get("cached_tokens"), get("status")
+    if not (turn is None or (type(turn) is int and 1 <= turn <= MAX_TURN)):
+        turn = _count(data, "turn", 1, MAX_TURN, "a turn")
+    if not (prompt is None or (type(prompt) is int and 0 <= prompt <= MAX_TOKENS)):
+        prompt = _count(data, "prompt_tokens", 0, MAX_TOKENS, "a token count")
+    if not (cached is None or (type(cached) is int and 0 <= cached <= MAX_TOKENS)):
+        cached = _count(data, "cached_tokens", 0, MAX_TOKENS, "a token count")
+    if not (status is None or (type(status) is int and 100 <= status <= 599)):
+        status = _count(data, "status", 100, 599, "an HTTP status")
+    ttft = get("ttft_ms")
+    if not (ttft is None or (type(ttft) is float and 0.0 <= ttft <= MAX_TTFT_MS)):
+        ttft = _number(data, "ttft_ms", 0.0, MAX_TTFT_MS, "a time to first token")
     if prompt is not None and cached is not None and cached > prompt:
         raise InvalidRecord("cached_tokens > prompt_tokens", f"cached_tokens {cached} > prompt_tokens {prompt}")
     return Record(
-        ts=ts,  # type: ignore[arg-type]
+        ts=float(ts),
         session=session,
-        turn=_count(data, "turn", 1, MAX_TURN, "a turn"),
+        turn=turn,
         instance=instance,
         prompt_tokens=prompt,
         cached_tokens=cached,
-        ttft_ms=_number(data, "ttft_ms", 0.0, MAX_TTFT_MS, "a time to first token"),
-        status=_count(data, "status", 100, 599, "an HTTP status"),
+        ttft_ms=None if ttft is None else float(ttft),
+        status=status,
     )
 
 
 def _reject_constant(name: str) -> Any:
     raise InvalidRecord("non-finite number", f"{name} is not a finite number")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def parse_line(line: bytes) -> Record:
@@ -169,7 +190,7 @@ def parse_line(line: bytes) -> Record:
     except UnicodeDecodeError:
         raise InvalidRecord("not UTF-8") from None
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = _DECODER.decode(text)
     except RecursionError:
         raise InvalidRecord("nested JSON", "JSON nested too deeply") from None
     except InvalidRecord:
@@ -230,9 +251,26 @@ def clean_copy(src: BinaryIO, dst: IO[str]) -> CleanCopy:
             out.skipped[exc.kind] += 1
             out.first = out.first or f"line {number}: {exc}"
             continue
-        dst.write(json.dumps(record.as_dict(), separators=(",", ":"), allow_nan=False) + "\n")
+        dst.write(_json_line(record))
         out.good += 1
     return out
+
+
+_quote = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+
+
+def _json_line(r: Record) -> str:
+    """One normalised record line (the keys of RECORD_KEYS, the writer's format) without the cost
+    of dataclasses.asdict and json.dumps: ints and finite floats (repr round-trips) as they are,
+    strings through the JSON encoder's own quoting."""
+    n = "null"
+    return (
+        f'{{"ts":{r.ts!r},"session":{n if r.session is None else _quote(r.session)},'
+        f'"turn":{n if r.turn is None else r.turn},"instance":{n if r.instance is None else _quote(r.instance)},'
+        f'"prompt_tokens":{n if r.prompt_tokens is None else r.prompt_tokens},'
+        f'"cached_tokens":{n if r.cached_tokens is None else r.cached_tokens},'
+        f'"ttft_ms":{n if r.ttft_ms is None else repr(r.ttft_ms)},"status":{n if r.status is None else r.status}}}\n'
+    )
 
 
 def read_records(fh: BinaryIO, name: str) -> Iterator[Record]:
