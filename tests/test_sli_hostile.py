@@ -643,3 +643,27 @@ def test_text_output_escapes_what_came_from_a_file(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "\x1b" not in out + err and "\u202e" not in out + err
     assert "instances: i-\\x1b[2J\\u202eevil 2" in out
+
+
+def test_chart_needs_matplotlib_before_any_scrape(capsys, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    scraped: list[str] = []
+
+    def count(h):
+        scraped.append(h.path)
+        H.metrics_body(V1.format(q=0, h=0, kv=0.1))(h)
+
+    with H.HostileServer(lambda h: "m", m=count) as s:
+        code = main(["sli", "--metrics", s.url + "/metrics", "--metrics-interval", "0", "--chart", "c.png"])
+    out, err = capsys.readouterr()
+    assert (code, out, scraped) == (2, "", [])
+    assert err.strip() == 'llm-affinity: --chart needs matplotlib: pip install "llm-affinity[chart]"'
