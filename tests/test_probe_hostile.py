@@ -264,3 +264,12 @@ def test_limits_and_thresholds_must_be_finite_and_in_range(capsys, flag, value):
 def test_flags_are_never_abbreviated(capsys):
     assert main(["probe", "http://127.0.0.1:9/v1", "--sess", "2"]) == 2
     assert "unrecognized arguments: --sess 2" in capsys.readouterr().err
+
+
+def test_deadline_while_the_model_list_is_read(capsys):
+    with H.HostileServer(H.by_path("good", get="silent"), silent=H.silent) as server:
+        code, report, err = probe(capsys, server.url + "/v1", "--deadline", "1")
+    assert code == 2
+    assert (report["requests"], report["verdict"]["label"]) == (0, "INCOMPLETE")
+    assert report["errors"][0]["message"].startswith("incomplete: the 1 s deadline expired; 0 of 6 planned")
+    assert len(err) == 1
