@@ -273,3 +273,30 @@ def test_deadline_while_the_model_list_is_read(capsys):
     assert (report["requests"], report["verdict"]["label"]) == (0, "INCOMPLETE")
     assert report["errors"][0]["message"].startswith("incomplete: the 1 s deadline expired; 0 of 6 planned")
     assert len(err) == 1
+
+
+def test_a_fresh_connection_closed_without_an_answer_is_not_retried(capsys):
+    """The resend is for a *reused* connection the server had already closed: a server that
+    drops a new connection unanswered is an error at once (and is not asked twice)."""
+    asked: list[str] = []
+
+    def drop(h):
+        asked.append(h.headers.get("X-Session-Id"))
+        h.close_connection = True
+
+    with H.HostileServer(H.first_session_only("drop"), drop=drop) as server:
+        # one request, no model list first: its connection is new
+        code = main(["probe", server.url + "/v1", "--model", "m", "--sessions", "1", "--turns", "1", "-f", "json"])
+        captured = capsys.readouterr()
+        report, err = json.loads(captured.out), captured.err
+        assert (code, len(asked)) == (2, 1)
+        assert "sent again on a fresh connection" not in err
+        assert report["errors"][0]["message"] == (
+            "request failed (RemoteProtocolError: Server disconnected without sending a response.)"
+        )
+        # the same drop on a reused connection (after the model list) is sent once more, then fails
+        asked.clear()
+        code = main(["probe", server.url + "/v1", "--sessions", "1", "--turns", "1", "-f", "json"])
+        err = capsys.readouterr().err
+    assert (code, len(asked)) == (2, 2)
+    assert "hint: 1 request(s) were sent again on a fresh connection" in err
