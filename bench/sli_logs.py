@@ -90,9 +90,10 @@ def run_duckdb(folder: str, memory_limit: str) -> dict:
     from llm_affinity.evidence.sql_duckdb import LogDatabase
 
     with tempfile.TemporaryDirectory() as work:
-        files, errors = discover([folder], workdir=work)
+        found = discover([folder], workdir=work)
+        errors = found.errors
         db = LogDatabase(work, memory_limit=memory_limit)
-        errors += db.load_alb(files, SESSION_KEY)
+        errors += db.load_alb(found.files, SESSION_KEY)
         report = db.report("alb-logs", errors=errors)
         db.close()
     skipped = sum(int(e["message"].split()[0]) for e in report["errors"] if "lines skipped" in e["message"])

@@ -19,6 +19,15 @@ Telemetry (``telemetry=PATH`` or a callable) records, per inference request, exa
 ``ts, session, turn, instance, prompt_tokens, cached_tokens, ttft_ms, status`` (see
 :mod:`llm_affinity.evidence.telemetry`), observed passively in the HTTP transport: the SDK reads
 the same bytes it would read without it, and no prompt or completion text is ever kept.
+
+The session transport also bounds what a server can do to the agent
+(:mod:`llm_affinity.common.httpio`): a total time per request (``request_timeout_s``, default
+30 min: a server trickling one byte a second or streaming forever ends there with
+``httpx.ReadTimeout``), a cap on the decoded body (``max_response_bytes``, default 64 MB; gzip
+and deflate are decoded here, with a bound, instead of by httpx), and one resend on a fresh
+connection when a pooled one turns out closed before any byte of the response (llama-server
+closes after every stream while advertising keep-alive). Impossible usage values (cached above
+prompt, negative, beyond 10^9) are recorded as unknown, never as numbers.
 """
 
 from __future__ import annotations
@@ -29,7 +38,6 @@ import re
 import threading
 import time
 import urllib.request
-import zlib
 from collections import OrderedDict
 from typing import Any, Callable, Iterator
 
@@ -43,6 +51,12 @@ DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=30.0)
 INSTALL_HINT = 'pip install "llm-affinity[client]"'
 #: a non-streamed JSON answer larger than this is passed through without reading its usage
 MAX_OBSERVED_BODY = 16 * 1024 * 1024
+#: total time of one request, whatever the server does (None: only httpx's per-read timeouts)
+DEFAULT_REQUEST_TIMEOUT_S = 1800.0
+#: the largest decoded body the SDK is given (beyond it the request fails)
+DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024
+#: an SSE line longer than this is not observed (the SDK still gets it)
+MAX_OBSERVED_LINE = 1024 * 1024
 _SESSION_ID = re.compile(r"[A-Za-z0-9._~-]{1,128}")
 
 
@@ -99,16 +113,22 @@ def session_http_client(
     timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
     telemetry: "str | os.PathLike | Callable[[dict], None] | None" = None,
     instance_header: str = DEFAULT_INSTANCE_HEADER,
+    request_timeout_s: float | None = DEFAULT_REQUEST_TIMEOUT_S,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE,
     **httpx_kwargs: Any,
 ) -> httpx.Client:
     """A new `httpx.Client` with its own cookie jar; sends `session_header: session_id` when
     given and `Authorization: Bearer <api_key>` when an API key is given (vLLM's `--api-key`).
-    ``telemetry``: see :class:`SessionClients` (the turn counts this client's requests)."""
+    Its :class:`SessionTransport` bounds each request's total time and decoded body (see the
+    module docstring). ``telemetry``: see :class:`SessionClients` (the turn counts this
+    client's requests)."""
     headers = _headers(httpx_kwargs, session_id, session_header, api_key)
-    if telemetry is not None:
-        given = httpx_kwargs.pop("transport", None)
+    given = httpx_kwargs.pop("transport", None)
+    if isinstance(given, SessionTransport):
+        httpx_kwargs["transport"] = given
+    else:
+        writer, owned = _writer(telemetry) if telemetry is not None else (None, False)
         counter = _Counter()
-        writer, owned = _writer(telemetry)
         httpx_kwargs["transport"] = SessionTransport(
             given,
             session_id=session_id,
@@ -117,6 +137,8 @@ def session_http_client(
             instance_header=instance_header,
             owns_writer=owned,
             env_proxies=given is None and httpx_kwargs.get("trust_env", True),
+            request_timeout_s=request_timeout_s,
+            max_response_bytes=max_response_bytes,
         )
     return httpx.Client(headers=headers, timeout=timeout, **httpx_kwargs)
 
@@ -129,7 +151,8 @@ def async_session_http_client(
     timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
     **httpx_kwargs: Any,
 ) -> httpx.AsyncClient:
-    """Async twin of `session_http_client` (for `openai.AsyncOpenAI`; no telemetry)."""
+    """Async twin of `session_http_client` (for `openai.AsyncOpenAI`; no telemetry, and only
+    httpx's own per-read timeouts: the time and size bounds are the sync transport's)."""
     headers = _headers(httpx_kwargs, session_id, session_header, api_key)
     return httpx.AsyncClient(headers=headers, timeout=timeout, **httpx_kwargs)
 
@@ -196,6 +219,17 @@ def _env_proxy(url: httpx.URL) -> str | None:
     return proxy if "://" in proxy else f"http://{proxy}"
 
 
+def _check_limits(request_timeout_s: Any, max_response_bytes: Any) -> None:
+    if request_timeout_s is not None and (
+        isinstance(request_timeout_s, bool)
+        or not isinstance(request_timeout_s, (int, float))
+        or not 0 < request_timeout_s < float("inf")
+    ):
+        raise ValueError(f"request_timeout_s={request_timeout_s!r}: a finite number of seconds > 0, or None")
+    if isinstance(max_response_bytes, bool) or not isinstance(max_response_bytes, int) or max_response_bytes < 1:
+        raise ValueError(f"max_response_bytes={max_response_bytes!r}: an integer >= 1")
+
+
 class SessionTransport(httpx.BaseTransport):
     """Wraps one session's transport. It counts requests in flight (a response counts until its
     body is closed) so the pool never closes a connection under a running request: `retire()`
@@ -220,7 +254,12 @@ class SessionTransport(httpx.BaseTransport):
         instance_header: str = DEFAULT_INSTANCE_HEADER,
         owns_writer: bool = False,
         env_proxies: bool | None = None,
+        request_timeout_s: float | None = DEFAULT_REQUEST_TIMEOUT_S,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE,
     ) -> None:
+        _check_limits(request_timeout_s, max_response_bytes)
+        self._request_timeout = request_timeout_s
+        self._max_response = max_response_bytes
         self._env_proxies = inner is None if env_proxies is None else env_proxies
         #: inner transports by proxy URL (None: direct); a given inner serves every request
         self._inners: dict[str | None, httpx.BaseTransport] = {} if inner is None else {None: inner}
@@ -254,27 +293,34 @@ class SessionTransport(httpx.BaseTransport):
             if self._given is not None and not self._env_proxies:
                 inner = self._given
             else:
-                inner = httpx.HTTPTransport(proxy=proxy) if proxy else httpx.HTTPTransport()
+                inner = _bounded_inner(proxy)
             self._inners[proxy] = inner
         return inner
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
+        from .common import httpio
+
         with self._lock:
             inner = self._inner_for(request)
             self._in_flight += 1
         observe = self._writer is not None and request.method == "POST"
         ts = time.time()
         started = time.perf_counter()
+        until = None if self._request_timeout is None else time.monotonic() + self._request_timeout
         turn = self._next_turn() if observe and self._next_turn else None
+        if _unbounded_encoding(request.headers.get("accept-encoding")):
+            request.headers["Accept-Encoding"] = httpio.ACCEPT_ENCODING  # only what we decode with a bound
         try:
-            response = inner.handle_request(request)
+            with httpio.time_limit(until):
+                response = inner.handle_request(request)
+            stream = _bounded_body(response, self._max_response)
         except BaseException:
             if observe:
                 self._write(ts, turn, None, None, None, None, None)
             self._done()
             raise
         observer = _Observer(self, ts, started, turn, response) if observe else None
-        response.stream = _ObservedStream(response.stream, self, observer)
+        response.stream = _ObservedStream(stream, self, observer, until)
         return response
 
     def _write(
@@ -332,18 +378,83 @@ class SessionTransport(httpx.BaseTransport):
             self._writer.close()
 
 
+def _bounded_inner(proxy: str | None) -> httpx.BaseTransport:
+    """A pooled transport whose reads obey the request's time limit, resending once on a fresh
+    connection when a pooled one was closed before the response began."""
+    from .common import httpio
+
+    def make(**kwargs: Any) -> httpx.HTTPTransport:
+        return httpio.bounded_transport(proxy=proxy, **kwargs) if proxy else httpio.bounded_transport(**kwargs)
+
+    return httpio.RetryStaleConnection(make(), lambda: make(limits=httpx.Limits(max_keepalive_connections=0)))
+
+
+def _unbounded_encoding(accept: str | None) -> bool:
+    """Whether an Accept-Encoding asks for an encoding we cannot decode with a bound (br, zstd)."""
+    if not accept:
+        return False
+    asked = {part.split(";")[0].strip().lower() for part in accept.split(",")}
+    return bool(asked - {"gzip", "deflate", "identity", "x-gzip", ""})
+
+
+def _bounded_body(response: httpx.Response, cap: int) -> Any:
+    """The response body as the SDK will read it: identity, gzip and deflate bodies are decoded
+    here with a cap (the Content-Encoding header is then removed, so httpx does not decode them
+    again); any other encoding passes through unread."""
+    from .common import httpio
+
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+        return response.stream
+    decoder = httpio.BoundedDecoder(encoding, cap)
+    if encoding not in ("", "identity"):
+        del response.headers["content-encoding"]
+        if "content-length" in response.headers:
+            del response.headers["content-length"]
+    return _DecodedStream(response.stream, decoder)
+
+
+class _DecodedStream(httpx.SyncByteStream):
+    def __init__(self, stream: Any, decoder: Any) -> None:
+        self._stream = stream
+        self._decoder = decoder
+
+    def __iter__(self) -> Iterator[bytes]:
+        for raw in self._stream:
+            yield from self._decoder.feed(raw)
+        yield from self._decoder.flush()
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if close is not None:
+            close()
+
+
 class _ObservedStream(httpx.SyncByteStream):
     """Passes the body through unchanged; feeds a copy to the observer; ends the request's
-    in-flight count on close (exactly once)."""
+    in-flight count on close (exactly once); ends the body with ``httpx.ReadTimeout`` once the
+    request's total time is up (checked before each read, and each read is capped by it)."""
 
-    def __init__(self, stream: Any, transport: SessionTransport, observer: "_Observer | None") -> None:
+    def __init__(
+        self, stream: Any, transport: SessionTransport, observer: "_Observer | None", until: float | None = None
+    ) -> None:
         self._stream = stream
         self._transport = transport
         self._observer = observer
         self._closed = False
+        self._until = until
 
     def __iter__(self) -> Iterator[bytes]:
-        for chunk in self._stream:
+        from .common import httpio
+
+        chunks = iter(self._stream)
+        while True:
+            if self._until is not None and time.monotonic() >= self._until:
+                raise httpx.ReadTimeout("the total time limit of the request (request_timeout_s) was reached")
+            with httpio.time_limit(self._until):
+                chunk = next(chunks, None)
+            if chunk is None:
+                return
             if self._observer is not None:
                 self._observer.feed(chunk)
             yield chunk
@@ -363,14 +474,17 @@ class _ObservedStream(httpx.SyncByteStream):
 
 
 class _Observer:
-    """Reads usage and time to first token from a copy of the response body: SSE chunks of a
-    streamed answer (TTFT = first chunk carrying content; usage from the chunk that has it,
-    the last one with ``stream_options.include_usage``) or a JSON body (usage only: a
-    non-streamed answer has no first token to time)."""
+    """Reads usage and time to first token from a copy of the (decoded) response body: SSE
+    chunks of a streamed answer (TTFT = first chunk carrying content; usage from the chunk that
+    has it, the last one with ``stream_options.include_usage``) or a JSON body (usage only: a
+    non-streamed answer has no first token to time). Lines are split in linear time with a
+    bounded buffer; anything unreadable stops the observation, never the request."""
 
     def __init__(
         self, transport: SessionTransport, ts: float, started: float, turn: int | None, response: httpx.Response
     ) -> None:
+        from .common.httpio import LineSplitter
+
         self.transport = transport
         self.ts = ts
         self.started = started
@@ -381,55 +495,49 @@ class _Observer:
         self.sse = content_type.startswith("text/event-stream")
         self.json = "json" in content_type
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
-        self.decoder = zlib.decompressobj(47) if encoding in ("gzip", "deflate", "x-gzip") else None
-        self.readable = encoding in ("", "identity") or self.decoder is not None
+        self.readable = encoding in ("", "identity")  # the transport decoded gzip/deflate already
+        self.lines = LineSplitter(MAX_OBSERVED_LINE)
         self.buffer = bytearray()
         self.usage: dict | None = None
         self.ttft_ms: float | None = None
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, data: bytes) -> None:
         if not self.readable or not (self.sse or self.json):
             return
-        try:
-            data = self.decoder.decompress(chunk) if self.decoder is not None else chunk
-        except zlib.error:
-            self.readable = False
+        if self.sse:
+            try:
+                for line in self.lines.feed(data):
+                    self._event(line)
+            except Exception:  # a line too long, a chunk too deep: stop observing this response
+                self.readable = False
             return
         self.buffer += data
-        if self.sse:
-            self._events()
-        elif len(self.buffer) > MAX_OBSERVED_BODY:
+        if len(self.buffer) > MAX_OBSERVED_BODY:
             self.readable = False
             self.buffer = bytearray()
 
-    def _events(self) -> None:
-        while True:
-            end = self.buffer.find(b"\n")
-            if end < 0:
-                return
-            line = bytes(self.buffer[:end]).strip()
-            del self.buffer[: end + 1]
-            if not line.startswith(b"data:"):
-                continue
-            payload = line[5:].strip()
-            if not payload or payload == b"[DONE]":
-                continue
-            try:
-                event = json.loads(payload)
-            except ValueError:
-                continue
-            if not isinstance(event, dict):
-                continue
-            if self.ttft_ms is None and _has_content(event):
-                self.ttft_ms = (time.perf_counter() - self.started) * 1000.0
-            if isinstance(event.get("usage"), dict):
-                self.usage = event["usage"]
+    def _event(self, line: bytes) -> None:
+        if not line.startswith(b"data:"):
+            return
+        payload = line[5:].strip()
+        if not payload or payload == b"[DONE]":
+            return
+        try:
+            event = json.loads(payload)
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(event, dict):
+            return
+        if self.ttft_ms is None and _has_content(event):
+            self.ttft_ms = (time.perf_counter() - self.started) * 1000.0
+        if isinstance(event.get("usage"), dict):
+            self.usage = event["usage"]
 
     def finish(self) -> None:
         if self.json and self.readable and self.buffer:
             try:
                 body = json.loads(bytes(self.buffer))
-            except ValueError:
+            except (ValueError, RecursionError):
                 body = None
             if isinstance(body, dict) and isinstance(body.get("usage"), dict):
                 self.usage = body["usage"]
@@ -439,6 +547,8 @@ class _Observer:
             prompt = _int(self.usage.get("prompt_tokens"))
             details = self.usage.get("prompt_tokens_details")
             cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
+            if prompt is not None and cached is not None and cached > prompt:
+                prompt = cached = None  # impossible: unknown, never numbers
         self.transport._write(self.ts, self.turn, self.instance, prompt, cached, self.ttft_ms, self.status)
 
 
@@ -457,7 +567,12 @@ def _has_content(event: dict) -> bool:
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A token count, or None for anything that cannot be one (not an integer, negative, > 10^9)."""
+    from .evidence.telemetry import MAX_TOKENS
+
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS:
+        return value
+    return None
 
 
 # --- the pool -----------------------------------------------------------------------------------
@@ -471,6 +586,10 @@ class SessionClients:
     connections close only once its running requests have finished, and a caller still holding
     its client can keep using it. A session that comes back after eviction gets a new client
     and, with lb_cookie stickiness, possibly a new instance (its cache is gone).
+
+    `request_timeout_s` (total time of one request, default 30 min; None: only per-read
+    timeouts) and `max_response_bytes` (largest decoded body, default 64 MB) bound what a server
+    can make an agent wait for or hold.
 
     `telemetry` (a JSONL path or a callable taking each record's dict) records every inference
     request: ``ts, session, turn, instance, prompt_tokens, cached_tokens, ttft_ms, status``;
@@ -488,8 +607,13 @@ class SessionClients:
         max_sessions: int | None = None,
         telemetry: "str | os.PathLike | Callable[[dict], None] | None" = None,
         instance_header: str = DEFAULT_INSTANCE_HEADER,
+        request_timeout_s: float | None = DEFAULT_REQUEST_TIMEOUT_S,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE,
         **openai_kwargs: Any,
     ) -> None:
+        _check_limits(request_timeout_s, max_response_bytes)  # now, not at the first session
+        self._request_timeout = request_timeout_s
+        self._max_response = max_response_bytes
         if max_sessions is None:
             max_sessions = default_max_sessions()
         if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
@@ -535,6 +659,8 @@ class SessionClients:
                 next_turn=lambda: self._next_turn(session_id),
                 writer=self._writer,
                 instance_header=self._instance_header,
+                request_timeout_s=self._request_timeout,
+                max_response_bytes=self._max_response,
             )
             http = session_http_client(session_id, session_header=self._header, transport=transport)
             client = openai.OpenAI(base_url=self._base_url, api_key=self._api_key, http_client=http, **self._kwargs)

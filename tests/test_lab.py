@@ -180,3 +180,16 @@ def test_truth_records_name_session_turn_and_instance(tmp_path, stickiness):
         _chat(client, lab, "abc")
         records = lab.truth_records()
     assert [(r.session, r.turn, r.instance, r.prompt_tokens) for r in records] == [("abc", 1, instance_id(1), 3)]
+
+
+def test_alternate_routing_gives_the_same_figure_whatever_the_timing(tmp_path):
+    """`alternate`: each session moves on every other request, so 5 turns give 2 moves in 4
+    pairs — stability exactly 0.5, however the sessions' requests interleave (round robin's
+    figure is timing-dependent)."""
+    from llm_affinity.evidence.probe import ProbeConfig, run_probe
+
+    with Lab(tmp_path / "lab", instances=3, stickiness="alternate", session_query="k") as lab:
+        result = run_probe(ProbeConfig(lab.base_url, sessions=6, turns=5, session_query="k", concurrency=3))
+        truth = lab.truth_report()
+    assert result.errors == []
+    assert (truth["stability"], truth["moves_per_session"], truth["requests"]) == (0.5, 2.0, 30)

@@ -29,7 +29,8 @@ def test_ground_truth_exact(tmp_path, capsys):
         capsys, "--alb-logs", str(tmp_path / "logs"), "--session-query", "llm_session", "--stickiness-duration", "60"
     )
     assert code == 0
-    assert tuple(report) == REPORT_KEYS  # no `engine` key without --metrics
+    assert tuple(report) == (*REPORT_KEYS, "ignored_files")  # no `engine` key without --metrics
+    assert report["ignored_files"] == 0
     assert report["source"] == "alb-logs"
     assert report["sessions"] == 4
     assert report["requests"] == 16
@@ -209,7 +210,10 @@ def test_text_output_has_a_turn_table_and_a_verdict(tmp_path, capsys):
     text = capsys.readouterr().out
     assert code == 0
     assert "turn  requests" in text
-    assert text.strip().splitlines()[-1] == ("verdict: mostly sticky - 91.7% stayed, 0.25 moves per session")
+    assert text.strip().splitlines()[-1] == (
+        "verdict: MOSTLY STICKY — stability 0.917, 0.25 moves/session, warm hit rate unknown, "
+        "imbalance 1.12 over 3 instance(s)"
+    )
 
 
 def test_expect_stability_exit_codes(tmp_path, capsys):
@@ -219,8 +223,8 @@ def test_expect_stability_exit_codes(tmp_path, capsys):
     assert main([*base, "--expect-stability", "0.95"]) == 1
     assert main([*base, "--expect-hit-rate", "0.1"]) == 1  # ALB logs carry no tokens: cannot pass
     err = capsys.readouterr().err
-    assert "stability 0.9167 is below the expected 0.95" in err
-    assert "hit rate is unknown in this source" in err
+    assert "llm-affinity: expectation not met: stability 0.917 < 0.95\n" in err
+    assert "llm-affinity: expectation not met: warm hit rate unknown (no token counts), expected at least 0.1" in err
 
 
 @pytest.mark.parametrize(
@@ -319,8 +323,8 @@ def test_shared_cookie_signature_is_pinned(tmp_path, capsys):
     text = capsys.readouterr().out
     assert code == 0
     assert text.strip().splitlines()[-1] == (
-        "verdict: PINNED - sessions stay put (100.0%) but one instance takes 2.86x the mean load "
-        "(a shared cookie or client?)"
+        "verdict: PINNED — one instance served 2.86x the mean of 3 instances (a shared cookie jar or client?); "
+        "stability 1.000, 0.00 moves/session, warm hit rate unknown, imbalance 2.86 over 3 instance(s)"
     )
 
 
@@ -332,7 +336,8 @@ def test_engine_report_is_repeatable(tmp_path):
 
     write(str(tmp_path / "logs" / "a.log"), ground_truth_lines() + [CONNECTION_LOG_LINE])
     (tmp_path / "logs" / "b.log").write_bytes("".join(ground_truth_lines()).encode() + b"https \xff\xfe\n")
-    files, errors = discover([str(tmp_path / "logs")], workdir=str(tmp_path))
+    found = discover([str(tmp_path / "logs")], workdir=str(tmp_path))
+    files, errors = found.files, found.errors
     db = LogDatabase(str(tmp_path))
     try:
         db.load_alb(files, "llm_session")

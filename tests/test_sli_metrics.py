@@ -79,8 +79,20 @@ def test_hit_rate_from_counter_deltas(stubs, capsys):
     assert tuple(report) == (*REPORT_KEYS, "engine")
     assert report["source"] == "metrics" and report["requests"] == 0
     assert report["engine"] == {
-        a.url: {"prefix_cache_hit_rate": 3000 / 4000, "requests_waiting": 3, "kv_cache_usage": 0.42},
-        b.url: {"prefix_cache_hit_rate": 0.75, "requests_waiting": 0, "kv_cache_usage": 0.5},
+        a.url: {
+            "server": "vllm",
+            "prefix_cache_hit_rate": 3000 / 4000,
+            "hit_rate_from": "Δ vllm:prefix_cache_hits_total / Δ vllm:prefix_cache_queries_total",
+            "requests_waiting": 3,
+            "kv_cache_usage": 0.42,
+        },
+        b.url: {
+            "server": "vllm",
+            "prefix_cache_hit_rate": 0.75,
+            "hit_rate_from": "vllm:gpu_prefix_cache_hit_rate (V0 gauge)",
+            "requests_waiting": 0,
+            "kv_cache_usage": 0.5,
+        },
     }
     assert (a.hits, b.hits) == (2, 2)
 
@@ -88,7 +100,13 @@ def test_hit_rate_from_counter_deltas(stubs, capsys):
 def test_no_queries_between_scrapes_is_unknown():
     body = V1.format(q=10, h=5, w=0, kv=0.0)
     view = engine_view(parse_prometheus(body), parse_prometheus(body))
-    assert view == {"prefix_cache_hit_rate": None, "requests_waiting": 0, "kv_cache_usage": 0.0}
+    assert view == {
+        "server": "vllm",
+        "prefix_cache_hit_rate": None,
+        "hit_rate_from": "Δ vllm:prefix_cache_hits_total / Δ vllm:prefix_cache_queries_total",
+        "requests_waiting": 0,
+        "kv_cache_usage": 0.0,
+    }
 
 
 def test_deprecated_counter_names_and_label_sets_are_summed():
@@ -131,8 +149,8 @@ def test_bad_engines_are_errors_and_the_rest_is_reported(stubs, capsys):
     assert list(report["engine"]) == [good.url]
     assert report["engine"][good.url]["prefix_cache_hit_rate"] == 0.5
     messages = {e["input"]: e["message"] for e in report["errors"]}
-    assert messages[not_vllm.url] == "no vllm: metric in the response (is this a vLLM /metrics endpoint?)"
-    assert messages[broken.url].startswith("cannot scrape: HTTPStatusError")
+    assert messages[not_vllm.url].startswith("no vllm:, sglang: or llamacpp: metric in the response")
+    assert messages[broken.url] == "cannot scrape: HTTP 500: oops"
     assert messages["http://127.0.0.1:9/metrics"].startswith("cannot scrape: ConnectError")
     assert "Traceback" not in out.err
 
@@ -145,4 +163,7 @@ def test_metrics_with_telemetry(tmp_path, stubs, capsys):
     s = stubs([V1.format(q=0, h=0, w=0, kv=0.1), V1.format(q=10, h=10, w=0, kv=0.1)])
     assert main(["sli", str(path), "--metrics", s.url, "--metrics-interval", "0"]) == 0
     text = capsys.readouterr().out
-    assert f"{s.url}: prefix-cache hit rate 100.0%, waiting 0, KV usage 10.0%" in text
+    assert (
+        f"{s.url} (vllm): prefix-cache hit rate 100.0% (Δ vllm:prefix_cache_hits_total / "
+        "Δ vllm:prefix_cache_queries_total), waiting 0, KV usage 10.0%"
+    ) in text

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import tempfile
 import zlib
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..common.files import regular_file_problem
+from .sql import IGNORED_FILE_RE
 
 #: File names we read inside folders and S3 prefixes (ALB writes ``*.log.gz``).
 LOG_SUFFIXES = (".log", ".gz")
@@ -55,24 +58,51 @@ def _is_log(name: str) -> bool:
     return name.endswith(LOG_SUFFIXES)
 
 
-def discover(paths: list[str], *, workdir: str, s3_client: Any = None) -> tuple[list[LogFile], list[InputError]]:
+_IGNORED = re.compile(IGNORED_FILE_RE)
+
+
+def other_log_kind(name: str) -> str | None:
+    """What other log a load balancer wrote under this name (``connection log``, ``health-check
+    log``, ``NLB log``), or None for a file that may be an ALB access log. The same expression
+    as the Athena SQL's (:data:`sql.IGNORED_FILE_RE`)."""
+    if not _IGNORED.search(name):
+        return None
+    base = name.rsplit("/", 1)[-1]
+    if base.startswith("conn_log"):
+        return "connection log"
+    if base.startswith("health_check_log"):
+        return "health-check log"
+    return "NLB log"
+
+
+@dataclass
+class Found:
+    """The log files behind the paths, the errors, and the files ignored by name (by kind)."""
+
+    files: list[LogFile] = field(default_factory=list)
+    errors: list[InputError] = field(default_factory=list)
+    ignored: Counter = field(default_factory=Counter)
+
+
+def discover(paths: list[str], *, workdir: str, s3_client: Any = None) -> Found:
     """The log files behind ``paths`` (files, folders, s3://bucket/prefix), in a stable order.
     S3 objects are downloaded into ``workdir``. A missing path, an empty folder or prefix, or an
-    unreadable bucket is one :class:`InputError` each; the other paths are still read."""
-    files: list[LogFile] = []
-    errors: list[InputError] = []
+    unreadable bucket is one :class:`InputError` each; the other paths are still read. Inside a
+    folder or prefix, connection, health-check and NLB logs are ignored by name and counted (a
+    file named explicitly is read whatever its name)."""
+    found = Found()
     for path in paths:
         if path.startswith("s3://"):
-            found, error = _discover_s3(path, workdir, s3_client)
+            files, error = _discover_s3(path, workdir, s3_client, found.ignored)
         else:
-            found, error = _discover_local(path)
-        files += found
+            files, error = _discover_local(path, found.ignored)
+        found.files += files
         if error is not None:
-            errors.append(error)
-    return files, errors
+            found.errors.append(error)
+    return found
 
 
-def _discover_local(path: str) -> tuple[list[LogFile], InputError | None]:
+def _discover_local(path: str, ignored: Counter) -> tuple[list[LogFile], InputError | None]:
     """The log files of a path: itself when it is a regular file, the ``.log``/``.gz`` regular
     files below it when it is a folder. Anything else (a FIFO, a device, a dangling link) is an
     error before DuckDB opens it: such a file would block the reader or never end."""
@@ -80,12 +110,17 @@ def _discover_local(path: str) -> tuple[list[LogFile], InputError | None]:
         problem = regular_file_problem(path)
         return ([], InputError(path, problem)) if problem else ([LogFile(path, path)], None)
     found, bad = [], []
+    before = sum(ignored.values())
     for root, dirs, names in os.walk(path, onerror=lambda exc: bad.append(f"{exc.filename}: cannot list folder")):
         dirs.sort()
         for name in sorted(names):
             if not _is_log(name):
                 continue
             full = os.path.join(root, name)
+            kind = other_log_kind(full)
+            if kind is not None:
+                ignored[kind] += 1
+                continue
             problem = regular_file_problem(full)
             if problem:
                 bad.append(f"{full}: {problem}")
@@ -95,6 +130,8 @@ def _discover_local(path: str) -> tuple[list[LogFile], InputError | None]:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         return found, InputError(path, f"skipped {bad[0]}{more}")
     if not found:
+        if sum(ignored.values()) > before:
+            return [], InputError(path, "no ALB access logs in this folder, only connection, health-check or NLB logs")
         return [], InputError(path, "no .log or .gz files in this folder (searched recursively)")
     return found, None
 
@@ -108,7 +145,7 @@ def split_s3_url(url: str) -> tuple[str, str]:
     return bucket, prefix
 
 
-def _discover_s3(url: str, workdir: str, client: Any) -> tuple[list[LogFile], InputError | None]:
+def _discover_s3(url: str, workdir: str, client: Any, ignored: Counter) -> tuple[list[LogFile], InputError | None]:
     try:
         bucket, prefix = split_s3_url(url)
     except ValueError as exc:
@@ -120,11 +157,16 @@ def _discover_s3(url: str, workdir: str, client: Any) -> tuple[list[LogFile], In
     from botocore.exceptions import BotoCoreError, ClientError
 
     found: list[LogFile] = []
+    before = sum(ignored.values())
     try:
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             for obj in page.get("Contents", []):
                 key = obj["Key"]
                 if not _is_log(key):
+                    continue
+                kind = other_log_kind(key)
+                if kind is not None:
+                    ignored[kind] += 1
                     continue
                 local = os.path.join(workdir, f"s3-{len(found):06d}-{os.path.basename(key)}")
                 client.download_file(bucket, key, local)
@@ -132,6 +174,10 @@ def _discover_s3(url: str, workdir: str, client: Any) -> tuple[list[LogFile], In
     except (BotoCoreError, ClientError) as exc:
         return found, InputError(url, f"cannot read from S3: {exc}")
     if not found:
+        if sum(ignored.values()) > before:
+            return [], InputError(
+                url, "no ALB access logs under this prefix, only connection, health-check or NLB logs"
+            )
         return [], InputError(url, "no .log or .gz objects under this prefix")
     return found, None
 

@@ -23,6 +23,13 @@ from . import sql
 
 _LAYOUT = re.compile(r"/AWSLogs/(\d{12})/elasticloadbalancing/([a-z0-9-]+)/?$")
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,254}$")
+#: What an S3 log location may hold here: a bucket name, then key characters that need no quoting
+#: anywhere (no quote, backslash, space, control character, ``$``, ``{`` or ``}``).
+_LOCATION = re.compile(r"s3://[a-z0-9][a-z0-9.-]{0,62}(/[A-Za-z0-9!_.*()=+,@-]+)*/?")
+_ACCOUNT = re.compile(r"[0-9]{12}")
+#: What --print-sql shows for an account or region it was not given (it calls no AWS API).
+PLACEHOLDER_ACCOUNT, PLACEHOLDER_REGION = "<ACCOUNT_ID>", "<REGION>"
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}")
 _DONE = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
@@ -54,6 +61,11 @@ def log_location(url: str, *, account: str | None, region: str | None) -> str:
     to the load balancer, completed with ``account`` and ``region``."""
     if not url.startswith("s3://"):
         raise ValueError(f"--athena needs --alb-logs s3://bucket/prefix (got {url!r})")
+    if not _LOCATION.fullmatch(url):
+        raise ValueError(
+            f"--alb-logs {url!r}: for --athena, an S3 location of a bucket name and key characters "
+            "A-Z a-z 0-9 ! _ . * ( ) = + , @ - and / (no quotes, spaces, $ { } or backslashes)"
+        )
     base = url.rstrip("/")
     if _LAYOUT.search(base):
         return base + "/"
@@ -63,26 +75,41 @@ def log_location(url: str, *, account: str | None, region: str | None) -> str:
             f"{base}/AWSLogs/<account>/elasticloadbalancing/<region>/ (give --region; the "
             "account is read with sts:GetCallerIdentity, or give the full path)"
         )
+    if not _ACCOUNT.fullmatch(account) and account != PLACEHOLDER_ACCOUNT:
+        raise ValueError(f"account {account!r}: an AWS account id is 12 digits")
+    if not _REGION.fullmatch(region) and region != PLACEHOLDER_REGION:
+        raise ValueError(f"--region {region!r}: not an AWS region name (such as us-east-1)")
     return f"{base}/AWSLogs/{account}/elasticloadbalancing/{region}/"
 
 
 def ddl(table: AthenaTable, *, first_day: str = "2020/01/01") -> str:
-    """CREATE EXTERNAL TABLE with partition projection on ``day`` (yyyy/MM/dd)."""
-    loc = table.location
+    """CREATE EXTERNAL TABLE with partition projection on ``day`` (yyyy/MM/dd). Every string
+    literal (the location, each table property) goes through :func:`sql.literal` in Hive's
+    dialect; the names are checked identifiers."""
+    check_identifier("database", table.database)
+    check_identifier("table", table.table)
+
+    def q(text: str) -> str:
+        return sql.literal(text, sql.HIVE)
+
+    properties = (
+        ("projection.enabled", "true"),
+        ("projection.day.type", "date"),
+        ("projection.day.range", f"{first_day},NOW"),
+        ("projection.day.format", "yyyy/MM/dd"),
+        ("projection.day.interval", "1"),
+        ("projection.day.interval.unit", "DAYS"),
+        ("storage.location.template", table.location + "${day}"),
+    )
+    props = ",\n".join(f"  {q(k)} = {q(v)}" for k, v in properties)
     return f"""CREATE EXTERNAL TABLE IF NOT EXISTS `{table.database}`.`{table.table}` (
   line string
 )
 PARTITIONED BY (day string)
 ROW FORMAT DELIMITED FIELDS TERMINATED BY '\\001'
-LOCATION '{loc}'
+LOCATION {q(table.location)}
 TBLPROPERTIES (
-  'projection.enabled' = 'true',
-  'projection.day.type' = 'date',
-  'projection.day.range' = '{first_day},NOW',
-  'projection.day.format' = 'yyyy/MM/dd',
-  'projection.day.interval' = '1',
-  'projection.day.interval.unit' = 'DAYS',
-  'storage.location.template' = '{loc}${{day}}'
+{props}
 )"""
 
 
@@ -102,11 +129,13 @@ def report_query(
     stickiness_duration_s: float | None = None,
 ) -> str:
     """The report SQL of :mod:`sql` over the table's lines of the given days."""
-    lines = (
-        f'(SELECT "$path" AS file, line FROM {table.qualified} '
-        f"WHERE day BETWEEN '{first_day}' AND '{last_day}') AS lines"
+    check_identifier("database", table.database)
+    check_identifier("table", table.table)
+    between = f"{sql.literal(first_day, sql.ATHENA)} AND {sql.literal(last_day, sql.ATHENA)}"
+    lines = f'(SELECT "$path" AS file, line FROM {table.qualified} WHERE day BETWEEN {between}) AS lines'
+    return sql.alb_report_sql(
+        lines, session_key, sql.ATHENA, stickiness_duration_s=stickiness_duration_s, ignore_other_logs=True
     )
-    return sql.alb_report_sql(lines, session_key, sql.ATHENA, stickiness_duration_s=stickiness_duration_s)
 
 
 class Runner:

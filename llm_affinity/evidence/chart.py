@@ -9,11 +9,37 @@ chart), p95 solid and p50 dotted; the legend is drawn once, below the panels."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping, Sequence
+
+from ..common.commands import UsageError
 
 
 class ChartUnavailable(RuntimeError):
     """matplotlib is not installed: the message names the extra to install."""
+
+
+INSTALL_HINT = '--chart needs matplotlib: pip install "llm-affinity[chart]"'
+
+
+def check_available() -> None:
+    """ChartUnavailable unless matplotlib can be imported: the commands call it before any
+    request is sent or file read, so a missing extra never costs a finished run its chart."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ChartUnavailable(INSTALL_HINT) from None
+
+
+@contextmanager
+def usage_errors(path: str) -> Iterator[None]:
+    """``--chart`` failures as one usage line (exit 2): the extra missing, or the file unwritable."""
+    try:
+        yield
+    except ChartUnavailable as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"--chart {path}: {exc.strerror or exc}") from None
 
 
 def _pyplot():
@@ -23,7 +49,7 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ChartUnavailable('--chart needs matplotlib: pip install "llm-affinity[chart]"') from None
+        raise ChartUnavailable(INSTALL_HINT) from None
     return plt
 
 

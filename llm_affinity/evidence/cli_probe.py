@@ -2,8 +2,10 @@
 
 Exit codes: 0 the report was produced and every ``--expect-*`` holds; 1 an expectation is not
 met (below the threshold, or unknown because the endpoint does not report what it needs);
-2 bad usage, an unwritable output, or the endpoint failed (unreachable, not an OpenAI-compatible
-API, or any request failed) — 2 wins over 1. Nothing heavy is imported before run().
+2 bad usage, an unwritable output, the endpoint failed (unreachable, not an OpenAI-compatible
+API, or any request failed), or the ``--deadline`` expired first (the report covers what
+finished) — 2 wins over 1. The verdict is :func:`report.judge`'s and the text
+:func:`report_text.render_text`'s, the same as sli's. Nothing heavy is imported before run().
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from ..common.commands import (
     say,
 )
 from ..common.commands import fraction as _fraction
-from .report import affinity_state
 
 HELP = "drive synthetic multi-turn sessions through a front: stickiness and cache hit rate per turn"
 DESCRIPTION = (
@@ -44,6 +45,9 @@ EXIT_FAILED = EXIT_INPUT
 _positive = positive_int
 _count = count
 _seconds = number(float, 0.0, 3600.0, "a number of seconds")
+_request_seconds = number(float, 0.001, 86400.0, "a number of seconds")
+_deadline_seconds = number(float, 0.001, 7 * 86400.0, "a number of seconds")
+_megabytes = number(int, 1, 4096, "a number of megabytes")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,6 +117,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="X",
         help="exit 1 when the warm hit rate (Σ cached / Σ prompt tokens of turns 2..T) is below X",
     )
+    limits = parser.add_argument_group("limits")
+    limits.add_argument(
+        "--request-timeout",
+        type=_request_seconds,
+        default=300.0,
+        metavar="S",
+        help="total time one request may take, however slowly the server sends (default: 300)",
+    )
+    limits.add_argument(
+        "--deadline",
+        type=_deadline_seconds,
+        metavar="S",
+        help="stop the run after S seconds: the report covers the requests that finished, says it is "
+        "incomplete, exit 2",
+    )
+    limits.add_argument(
+        "--max-response-mb",
+        type=_megabytes,
+        default=16,
+        metavar="MB",
+        help="largest decoded response body, in MB (default: 16; an SSE line may be 1/16 of it, at least 1 MB)",
+    )
     out = parser.add_argument_group("output")
     add_output_options(out)
     out.add_argument("--raw", metavar="FILE", help="write one telemetry JSON line per request to FILE")
@@ -139,10 +165,16 @@ def _check_args(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .probe import EndpointError, ProbeConfig, run_probe
-    from .report import build_report
+    from .report import build_report, judge
+    from .report_text import render_text, unmet_expectations
     from .telemetry import TelemetryWriter
 
     _check_args(args)
+    if args.chart:
+        from .chart import check_available, usage_errors
+
+        with usage_errors(args.chart):
+            check_available()  # before any request: a missing extra must not cost a run
     api_key = args.api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
     cfg = ProbeConfig(
         base_url=args.base_url,
@@ -159,27 +191,16 @@ def run(args: argparse.Namespace) -> int:
         cookies=args.cookies,
         session_header=args.session_header or None,
         session_query=args.session_query,
+        request_timeout_s=args.request_timeout,
+        deadline_s=args.deadline,
+        max_response_bytes=args.max_response_mb << 20,
     )
     out_fh = open_output(args.output, "--output") if args.output else None  # fail before the run
     writer = None
     if args.raw:
         open_output(args.raw, "--raw").close()  # truncate: the file holds this run only
         writer = TelemetryWriter(args.raw)
-    bar = None
-    if sys.stderr.isatty():
-        import shutil
-
-        from tqdm import tqdm
-
-        # A terminal that reports no size (some ptys) would get a zero-width bar: fall back to 80.
-        bar = tqdm(
-            total=cfg.sessions * cfg.turns,
-            unit="req",
-            desc="probe",
-            file=sys.stderr,
-            leave=False,
-            ncols=shutil.get_terminal_size().columns,
-        )
+    bar = _progress_bar(cfg)
     try:
         result = run_probe(
             cfg, on_record=writer.write if writer else None, on_progress=bar.update if bar is not None else None
@@ -194,33 +215,64 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
         if writer is not None:
             writer.close()
-    report = build_report(result.records, source=args.base_url, errors=result.errors)
-    for line in _error_lines(result.errors):
+    errors = list(result.errors)
+    if result.incomplete:
+        finished = len(result.records)
+        errors.append(
+            {
+                "input": "--deadline",
+                "message": f"incomplete: the {args.deadline:g} s deadline expired; {finished} of {result.planned} "
+                "planned requests finished and are reported",
+            }
+        )
+    report = build_report(result.records, source=args.base_url, errors=errors)
+    report["verdict"] = judge(
+        report,
+        expect_stability=args.expect_stability,
+        expect_hit_rate=args.expect_hit_rate,
+        incomplete=result.incomplete,
+    )
+    for line in _error_lines(errors):
         say(line)
     for hint in result.hints:
         say(f"hint: {hint}")
-    verdict, failures = judge(report, args.expect_stability, args.expect_hit_rate)
     if args.format == "json":
         import json
 
         text = json.dumps(report, indent=2, allow_nan=False) + "\n"
     else:
-        text = render_text(report, verdict, model=result.model)
+        heading = f"llm-affinity probe {args.base_url}" + (f" (model {result.model})" if result.model else "")
+        text = render_text(report, heading)
     emit(text, out_fh)
     if args.chart:
-        from .chart import ChartUnavailable, write_chart
+        from .chart import usage_errors, write_chart
 
-        try:
+        with usage_errors(args.chart):
             write_chart(args.chart, {args.base_url: report["per_turn"]}, title="llm-affinity probe")
-        except ChartUnavailable as exc:
-            raise UsageError(str(exc)) from None
-        except OSError as exc:
-            raise UsageError(f"--chart {args.chart}: {exc.strerror or exc}") from None
-    for failure in failures:
-        say(f"expectation not met: {failure}")
+    for line in unmet_expectations(report):
+        say(f"expectation not met: {line}")
     if report["errors"]:
         return EXIT_FAILED
-    return EXIT_BELOW if failures else EXIT_OK
+    return EXIT_OK if report["verdict"]["passed"] else EXIT_BELOW
+
+
+def _progress_bar(cfg: Any) -> Any:
+    """A tqdm bar on stderr when stderr is a terminal, else None."""
+    if not sys.stderr.isatty():
+        return None
+    import shutil
+
+    from tqdm import tqdm
+
+    # A terminal that reports no size (some ptys) would get a zero-width bar: fall back to 80.
+    return tqdm(
+        total=cfg.sessions * cfg.turns,
+        unit="req",
+        desc="probe",
+        file=sys.stderr,
+        leave=False,
+        ncols=shutil.get_terminal_size().columns,
+    )
 
 
 def _error_lines(errors: list[dict[str, str]]) -> list[str]:
@@ -232,92 +284,3 @@ def _error_lines(errors: list[dict[str, str]]) -> list[str]:
         f"error: {inputs[0]}{f' (and {len(inputs) - 1} more)' if len(inputs) > 1 else ''}: {message}"
         for message, inputs in seen.items()
     ]
-
-
-def judge(
-    report: dict[str, Any], expect_stability: float | None, expect_hit_rate: float | None
-) -> tuple[str, list[str]]:
-    """The one-line verdict and the unmet expectations (an unknown value does not meet one)."""
-    from .probe import warm_hit_rate
-
-    stability = report["stability"]
-    hit = warm_hit_rate(report)
-    failures = []
-    if expect_stability is not None and (stability is None or stability < expect_stability):
-        failures.append(
-            f"stability {_num(stability)} < {expect_stability}"
-            if stability is not None
-            else "stability unknown (no instance header), expected at least " + str(expect_stability)
-        )
-    if expect_hit_rate is not None and (hit is None or hit < expect_hit_rate):
-        failures.append(
-            f"warm hit rate {_num(hit)} < {expect_hit_rate}"
-            if hit is not None
-            else "hit rate unknown (no cached_tokens in usage), expected at least " + str(expect_hit_rate)
-        )
-    if report["errors"]:
-        head = f"FAILED: {len(report['errors'])} request(s) failed"
-    elif expect_stability is not None or expect_hit_rate is not None:
-        head = "FAIL" if failures else "PASS"
-    else:
-        head = {
-            "unknown": "UNKNOWN stickiness",
-            "sticky": "STICKY",
-            "mostly sticky": "MOSTLY STICKY",
-            "not sticky": "NOT STICKY",
-            "pinned": "PINNED (one instance takes most sessions: a shared cookie jar or client?)",
-        }[affinity_state(report)]
-    moves = report["moves_per_session"]
-    parts = [f"stability {_num(stability)}"]
-    if moves is not None:
-        parts.append(f"{moves:.2f} moves/session")
-    parts.append(f"warm hit rate {_num(hit)}")
-    if report["imbalance"] is not None:
-        parts.append(f"imbalance {report['imbalance']:.2f} over {len(report['instances'])} instance(s)")
-    return f"verdict: {head} — " + ", ".join(parts), failures
-
-
-def _num(value: float | None, digits: int = 3) -> str:
-    return "unknown" if value is None else f"{value:.{digits}f}"
-
-
-def render_text(report: dict[str, Any], verdict: str, *, model: str | None = None) -> str:
-    """The human report: a summary, one row per turn, the instances, and the verdict line."""
-
-    def cell(value: Any, digits: int = 1) -> str:
-        if value is None:
-            return "-"
-        return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-    lines = [
-        f"llm-affinity probe {report['source']}" + (f" (model {model})" if model else ""),
-        f"sessions {report['sessions']}, requests {report['requests']}, errors {len(report['errors'])}",
-        "",
-    ]
-    head = ("turn", "requests", "prompt tok", "cached tok", "hit rate", "TTFT p50 ms", "TTFT p95 ms")
-    rows = [head] + [
-        (
-            str(t["turn"]),
-            str(t["requests"]),
-            cell(t["prompt_tokens"]),
-            cell(t["cached_tokens"]),
-            cell(t["hit_rate"], 3),
-            cell(t["ttft_p50_ms"]),
-            cell(t["ttft_p95_ms"]),
-        )
-        for t in report["per_turn"]
-    ]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    for row in rows:
-        lines.append("  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    lines.append("")
-    if report["instances"]:
-        lines.append("instances: " + ", ".join(f"{k} {v}" for k, v in report["instances"].items()))
-    else:
-        lines.append("instances: unknown (no instance header)")
-    lines.append(
-        f"stability {_num(report['stability'])}, moves/session {_num(report['moves_per_session'], 2)}, "
-        f"imbalance {_num(report['imbalance'], 2)}"
-    )
-    lines.append(verdict)
-    return "\n".join(lines) + "\n"

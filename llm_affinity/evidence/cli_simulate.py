@@ -223,18 +223,19 @@ def apply_calibration(wl, given: set[str], path: str) -> dict:
 
 
 def write_chart_or_fail(path: str, result: dict, title: str) -> None:
-    from .chart import ChartUnavailable, write_policy_chart
+    from .chart import usage_errors, write_policy_chart
 
-    try:
+    with usage_errors(path):
         write_policy_chart(path, result, title)
-    except ChartUnavailable as exc:
-        raise UsageError(str(exc)) from None
-    except OSError as exc:
-        raise UsageError(f"--chart {path}: {exc.strerror or exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     out = open_output(args.output, "--output") if args.output else None  # fail before the run
+    if args.chart:
+        from .chart import check_available, usage_errors
+
+        with usage_errors(args.chart):
+            check_available()  # before the simulation: a missing extra must not cost a run
     wl, given = build_workload(args)
     names = policy_names(args.policies)
     calibration = apply_calibration(wl, given, args.calibrate) if args.calibrate else None

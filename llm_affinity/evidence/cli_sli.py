@@ -14,9 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
+import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..common.commands import (
     EXIT_BELOW,
@@ -28,20 +31,51 @@ from ..common.commands import (
     fraction,
     number,
     open_output,
-    positive_int,
     say,
-    seconds,
 )
-from .report import affinity_state
+from .report import judge, with_errors
+from .report_text import render_text, unmet_expectations
 
-HELP = "compute the affinity SLIs from telemetry JSONL, ALB access logs and vLLM /metrics"
+HELP = "compute the affinity SLIs from telemetry JSONL, ALB access logs and engine /metrics"
 DESCRIPTION = (
     "Compute one SLI report (stability, moves per session, imbalance, hit rate and TTFT per turn, "
     "expiries) from telemetry JSONL files (probe --raw, the client helper), from ALB access logs "
-    "(--alb-logs; local files through DuckDB, or S3 through Athena with --athena) and from vLLM "
-    "/metrics scrapes (--metrics). Exit 0 ok, 1 below an --expect-* threshold, 2 bad options or an "
-    "input that could not be read (the rest is still reported)."
+    "(--alb-logs; local files through DuckDB, or S3 through Athena with --athena) and from vLLM, "
+    "SGLang or llama-server /metrics scrapes (--metrics). Exit 0 ok, 1 below an --expect-* threshold, "
+    "2 bad options or an input that could not be read (the rest is still reported)."
 )
+
+
+_DEADLINE = number(float, 0.001, 7 * 86400.0, "a number of seconds")
+_TIMEOUT = number(float, 0.001, 86400.0, "a number of seconds")
+_MAX_RESPONSE_MB = number(int, 1, 4096, "a number of megabytes")
+_SIZE = re.compile(r"\s*([0-9]{1,15}(?:\.[0-9]{1,6})?)\s*([KMGT]?i?B)\s*", re.IGNORECASE)
+_UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}")
+_ACCOUNT = re.compile(r"[0-9]{12}")
+
+
+def memory_size(text: str) -> str:
+    """``--memory-limit``: a size (``512MB``, ``2GB``, ``1.5GiB``) between 64 MB and 16 TB, as
+    a canonical ``<bytes>B`` string: the only form that reaches DuckDB (never the text given)."""
+    match = _SIZE.fullmatch(text)
+    unit = _UNITS.get(match.group(2).lower()) if match else None
+    if match is None or unit is None:
+        raise argparse.ArgumentTypeError(f"not a size such as 512MB or 2GB: {text!r}")
+    size = int(float(match.group(1)) * unit)
+    if not 64 * 10**6 <= size <= 16 * 10**12:
+        raise argparse.ArgumentTypeError(f"must be between 64MB and 16TB, got {text}")
+    return f"{size}B"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,9 +103,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     src.add_argument(
         "--memory-limit",
+        type=memory_size,
         default="1GB",
         metavar="SIZE",
-        help="DuckDB memory limit for local logs; beyond it DuckDB spills to disk (default: 1GB)",
+        help="DuckDB memory limit for local logs, 64MB..16TB; beyond it DuckDB spills to disk (default: 1GB)",
     )
     ath = parser.add_argument_group("Athena (ALB logs in S3, at scale)")
     ath.add_argument(
@@ -90,10 +125,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     ath.add_argument(
         "--athena-days",
-        type=positive_int,
+        type=number(int, 1, 3650, "an integer"),
         default=1,
         metavar="N",
-        help="read the last N days of logs, through today UTC (default: 1)",
+        help="read the last N days of logs (1..3650), through today UTC (default: 1)",
     )
     ath.add_argument(
         "--athena-timeout",
@@ -102,30 +137,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="per-query timeout (default: 600)",
     )
-    ath.add_argument("--account", metavar="ID", help="AWS account id of the log path (default: sts:GetCallerIdentity)")
+    ath.add_argument(
+        "--account", metavar="ID", help="AWS account id (12 digits) of the log path (default: sts:GetCallerIdentity)"
+    )
     ath.add_argument("--region", metavar="REGION", help="AWS region (Athena, and the log path)")
     ath.add_argument("--profile", metavar="NAME", help="AWS named profile")
     ath.add_argument("--print-sql", action="store_true", help="print the DDL and queries, run nothing")
-    eng = parser.add_argument_group("vLLM engines")
-    eng.add_argument(
-        "--metrics",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="URL",
-        help="vLLM /metrics URLs, scraped twice (adds the `engine` key)",
-    )
-    eng.add_argument(
-        "--metrics-interval",
-        type=number(float, 0.0, 3600.0, "a number of seconds"),
-        default=10.0,
-        metavar="S",
-        help="seconds between the two scrapes (default: 10)",
-    )
+    _engine_arguments(parser)
     out = parser.add_argument_group("report")
     out.add_argument(
         "--stickiness-duration",
-        type=seconds,
+        type=number(float, 0.0, 1e9, "a number of seconds"),
         metavar="S",
         help="the stickiness duration of the front, to count expiries",
     )
@@ -134,10 +156,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--expect-hit-rate",
         type=fraction,
         metavar="X",
-        help="exit 1 when the overall hit rate (Σ cached / Σ prompt) is below X (0..1)",
+        help="exit 1 when the warm hit rate (Σ cached / Σ prompt tokens of turns 2..T) is below X (0..1)",
     )
     add_output_options(out)
     out.add_argument("--chart", metavar="FILE.png", help="draw hit rate and TTFT per turn (needs matplotlib)")
+
+
+def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """The --metrics group: URLs, interval and the bounds of each scrape."""
+    eng = parser.add_argument_group("engines (vLLM, SGLang, llama.cpp llama-server)")
+    eng.add_argument(
+        "--metrics",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="URL",
+        help="Prometheus /metrics URLs of vLLM, SGLang or llama-server, scraped twice (adds the `engine` key)",
+    )
+    eng.add_argument(
+        "--metrics-interval",
+        type=number(float, 0.0, 3600.0, "a number of seconds"),
+        default=10.0,
+        metavar="S",
+        help="seconds between the two scrapes (default: 10)",
+    )
+    eng.add_argument(
+        "--request-timeout",
+        type=_TIMEOUT,
+        default=30.0,
+        metavar="S",
+        help="total time one scrape may take, however slowly the server sends (default: 30)",
+    )
+    eng.add_argument(
+        "--deadline",
+        type=_DEADLINE,
+        metavar="S",
+        help="stop scraping after S seconds: the report covers what finished, says it is incomplete, exit 2",
+    )
+    eng.add_argument(
+        "--max-response-mb",
+        type=_MAX_RESPONSE_MB,
+        default=16,
+        metavar="MB",
+        help="largest decoded /metrics body, in MB (default: 16)",
+    )
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -159,44 +221,67 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError("--athena needs --alb-logs s3://bucket/prefix")
     if args.athena and len(args.alb_logs) != 1:
         raise UsageError("--athena reads one log location: give one --alb-logs s3://bucket/prefix")
+    if args.account is not None and not _ACCOUNT.fullmatch(args.account):
+        raise UsageError(f"--account {args.account!r}: an AWS account id is 12 digits")
+    if args.region is not None and not _REGION.fullmatch(args.region):
+        raise UsageError(f"--region {args.region!r}: not an AWS region name (such as us-east-1)")
+    for url in args.metrics:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise UsageError(f"--metrics {url!r} is not an http(s) URL (e.g. http://10.0.1.10:8000/metrics)")
 
 
 def run(args: argparse.Namespace) -> int:
-
     _check(args)
     if args.print_sql:
         sys.stdout.write(_sql_text(args))
         return EXIT_OK
+    if args.chart:
+        from .chart import check_available, usage_errors
+
+        with usage_errors(args.chart):
+            check_available()  # before any work: a missing extra must not cost a long run
     out = open_output(args.output, "--output") if args.output else None  # fail before the run
     with tempfile.TemporaryDirectory(prefix="llm-affinity-sli-") as workdir:
-        report, errors = _compute(args, workdir)
+        report, incomplete = _compute(args, workdir)
+    report["verdict"] = judge(
+        report, expect_stability=args.expect_stability, expect_hit_rate=args.expect_hit_rate, incomplete=incomplete
+    )
     for error in report["errors"]:
         say(f"error: {error['input']}: {error['message']}")
-    text = json.dumps(report, indent=2) + "\n" if args.format == "json" else render_text(report)
+    if args.format == "json":
+        text = json.dumps(report, indent=2, allow_nan=False) + "\n"
+    else:
+        text = render_text(report, _heading(args, report))
     emit(text, out)
     if args.chart:
-        from .chart import ChartUnavailable, write_chart
+        from .chart import usage_errors, write_chart
 
-        try:
+        with usage_errors(args.chart):
             write_chart(args.chart, {report["source"]: report["per_turn"]}, f"llm-affinity sli: {report['source']}")
-        except ChartUnavailable as exc:
-            raise UsageError(str(exc)) from None
-        except OSError as exc:
-            raise UsageError(f"--chart {args.chart}: {exc.strerror or exc}") from None
-    if report["errors"]:
+    for line in unmet_expectations(report):
+        say(f"expectation not met: {line}")
+    if report["errors"] or incomplete:
         return EXIT_INPUT
-    return _judge(args, report)
+    return EXIT_OK if report["verdict"]["passed"] else EXIT_BELOW
 
 
-def _compute(args: argparse.Namespace, workdir: str) -> tuple[dict[str, Any], list[Any]]:
+def _heading(args: argparse.Namespace, report: dict[str, Any]) -> str:
+    inputs = args.telemetry or args.alb_logs or args.metrics
+    shown = ", ".join(inputs[:3]) + (f" and {len(inputs) - 3} more" if len(inputs) > 3 else "")
+    return f"llm-affinity sli {report['source']} ({shown})"
+
+
+def _compute(args: argparse.Namespace, workdir: str) -> tuple[dict[str, Any], bool]:
+    """(the report, whether the --deadline cut the scraping short)."""
     from . import sql
     from .alb_logs import InputError
 
     errors: list[InputError] = []
     duration = args.stickiness_duration
+    ignored: int | None = None
     if args.athena:
-        source = "athena"
-        report = _athena_report(args, errors)
+        report, ignored = _athena_report(args, errors)
     elif args.alb_logs or args.telemetry:
         from .sql_duckdb import LogDatabase
 
@@ -207,9 +292,10 @@ def _compute(args: argparse.Namespace, workdir: str) -> tuple[dict[str, Any], li
 
                 source = "alb-logs"
                 s3 = _boto3_client(args, "s3") if any(p.startswith("s3://") for p in args.alb_logs) else None
-                files, found_errors = discover(args.alb_logs, workdir=workdir, s3_client=s3)
-                errors += found_errors
-                errors += db.load_alb(files, args.session_query)
+                found = discover(args.alb_logs, workdir=workdir, s3_client=s3)
+                errors += found.errors
+                ignored = sum(found.ignored.values())
+                errors += db.load_alb(found.files, args.session_query)
             else:
                 source = "telemetry"
                 errors += db.load_telemetry(args.telemetry)
@@ -218,14 +304,22 @@ def _compute(args: argparse.Namespace, workdir: str) -> tuple[dict[str, Any], li
             db.close()
     else:
         report, _ = sql.rows_to_report([], "metrics", errors=[], stickiness_duration_s=duration)
-        report["errors"] = [e.as_dict() for e in errors]
+    if ignored is not None:
+        report["ignored_files"] = ignored
+    incomplete = False
     if args.metrics:
-        from .metrics import merge_engine, scrape_engines
+        from .metrics import ScrapeLimits, merge_engine, scrape_engines
 
-        engines, metric_errors = scrape_engines(args.metrics, interval_s=args.metrics_interval)
-        report = merge_engine(report, engines)
-        report["errors"] = report["errors"] + [e.as_dict() for e in metric_errors]
-    return report, errors
+        limits = ScrapeLimits(
+            timeout_s=args.request_timeout,
+            max_response=args.max_response_mb << 20,
+            deadline=None if args.deadline is None else time.monotonic() + args.deadline,
+        )
+        engines, metric_errors, incomplete = scrape_engines(
+            args.metrics, interval_s=args.metrics_interval, limits=limits
+        )
+        report = merge_engine(with_errors(report, report["errors"] + [e.as_dict() for e in metric_errors]), engines)
+    return report, incomplete
 
 
 def _boto3_client(args: argparse.Namespace, service: str) -> Any:
@@ -236,7 +330,7 @@ def _boto3_client(args: argparse.Namespace, service: str) -> Any:
 
 
 def _athena_table(args: argparse.Namespace, *, offline: bool) -> Any:
-    from .athena import AthenaTable, check_identifier, log_location
+    from .athena import PLACEHOLDER_ACCOUNT, PLACEHOLDER_REGION, AthenaTable, check_identifier, log_location
 
     try:
         database = check_identifier("database", args.athena_database)
@@ -245,7 +339,7 @@ def _athena_table(args: argparse.Namespace, *, offline: bool) -> Any:
         account = args.account
         url = args.alb_logs[0]
         if offline:
-            account, region = account or "<ACCOUNT_ID>", region or "<REGION>"
+            account, region = account or PLACEHOLDER_ACCOUNT, region or PLACEHOLDER_REGION
         elif account is None and not _has_layout(url):
             account = _boto3_client(args, "sts").get_caller_identity()["Account"]
         return AthenaTable(database, table, log_location(url, account=account, region=region))
@@ -259,11 +353,12 @@ def _has_layout(url: str) -> bool:
     return bool(_LAYOUT.search(url.rstrip("/")))
 
 
-def _athena_report(args: argparse.Namespace, errors: list[Any]) -> dict[str, Any]:
+def _athena_report(args: argparse.Namespace, errors: list[Any]) -> tuple[dict[str, Any], int]:
+    """(the report, files ignored by name: connection, health-check and NLB logs in the prefix)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from . import sql
-    from .alb_logs import InputError
+    from .alb_logs import InputError, other_log_kind
     from .athena import AthenaError, Runner, day_range, ddl, report_query
 
     table = _athena_table(args, offline=False)
@@ -294,9 +389,13 @@ def _athena_report(args: argparse.Namespace, errors: list[Any]) -> dict[str, Any
     except (BotoCoreError, ClientError) as exc:
         errors.append(InputError(table.location, f"Athena call failed: {exc}"))
     report, skipped = sql.rows_to_report(rows, "athena", errors=[], stickiness_duration_s=args.stickiness_duration)
-    per_file = [InputError(name, f"{n} lines skipped: not ALB access log lines") for name, n in sorted(skipped.items())]
-    report["errors"] = [e.as_dict() for e in [*errors, *per_file]]
-    return report
+    ignored = sum(1 for name in skipped if other_log_kind(name))
+    per_file = [
+        InputError(name, f"{n} lines skipped: not ALB access log lines")
+        for name, n in sorted(skipped.items())
+        if not other_log_kind(name)
+    ]
+    return with_errors(report, [e.as_dict() for e in [*errors, *per_file]]), ignored
 
 
 def _sql_text(args: argparse.Namespace) -> str:
@@ -338,97 +437,3 @@ def _sql_text(args: argparse.Namespace) -> str:
     if args.metrics:
         parts.append("-- --metrics: no SQL (two scrapes of each /metrics URL)")
     return "\n".join(parts) + "\n"
-
-
-def overall_hit_rate(report: dict[str, Any]) -> float | None:
-    """Σ cached / Σ prompt over the turns whose tokens are known; None when none are."""
-    known = [t for t in report["per_turn"] if t["prompt_tokens"] is not None]
-    prompt = sum(t["prompt_tokens"] for t in known)
-    return sum(t["cached_tokens"] for t in known) / prompt if prompt else None
-
-
-def _judge(args: argparse.Namespace, report: dict[str, Any]) -> int:
-    code = EXIT_OK
-    for flag, value, want in (
-        ("stability", report["stability"], args.expect_stability),
-        ("hit rate", overall_hit_rate(report), args.expect_hit_rate),
-    ):
-        if want is None:
-            continue
-        if value is None:
-            say(f"{flag} is unknown in this source, cannot check it against {want:g}")
-            code = EXIT_BELOW
-        elif value < want:
-            say(f"{flag} {value:.4f} is below the expected {want:g}")
-            code = EXIT_BELOW
-    return code
-
-
-def _fmt(value: Any, pattern: str = "{:.3f}") -> str:
-    return "-" if value is None else pattern.format(value)
-
-
-def verdict(report: dict[str, Any]) -> str:
-    """One line: is the front sticky, is the cache working."""
-    stability = report["stability"]
-    hit = overall_hit_rate(report)
-    hit_text = f"; cache hit rate {hit:.1%}" if hit is not None else ""
-    state = affinity_state(report)
-    if state == "unknown":
-        return (
-            "verdict: unknown - no session had two requests with known instances (ALB logs need "
-            f"--session-query; telemetry needs the instance header){hit_text}"
-        )
-    if state == "pinned":
-        return (
-            f"verdict: PINNED - sessions stay put ({stability:.1%}) but one instance takes "
-            f"{report['imbalance']:.2f}x the mean load (a shared cookie or client?){hit_text}"
-        )
-    if state == "sticky":
-        return (
-            f"verdict: sticky - {stability:.1%} of consecutive same-session requests stayed on one instance{hit_text}"
-        )
-    if state == "mostly sticky":
-        return f"verdict: mostly sticky - {stability:.1%} stayed, {report['moves_per_session']:.2f} moves per session{hit_text}"
-    return (
-        f"verdict: NOT sticky - only {stability:.1%} of consecutive same-session requests stayed on one "
-        f"instance ({report['moves_per_session']:.2f} moves per session){hit_text}"
-    )
-
-
-def render_text(report: dict[str, Any]) -> str:
-    lines = [
-        f"llm-affinity sli ({report['source']}): {report['requests']} requests, {report['sessions']} sessions, "
-        f"{len(report['instances'])} instances",
-        f"stability {_fmt(report['stability'])}   moves/session {_fmt(report['moves_per_session'])}   "
-        f"imbalance {_fmt(report['imbalance'], '{:.2f}')}   expiries {_fmt(report['expiries'], '{}')}",
-    ]
-    if report["instances"]:
-        lines.append("instances: " + ", ".join(f"{k} {v}" for k, v in report["instances"].items()))
-    if report["per_turn"]:
-        lines.append("")
-        lines.append(
-            f"{'turn':>4}  {'requests':>8}  {'prompt':>10}  {'cached':>10}  {'hit rate':>8}  "
-            f"{'TTFT p50':>9}  {'TTFT p95':>9}"
-        )
-        for t in report["per_turn"]:
-            lines.append(
-                f"{t['turn']:>4}  {t['requests']:>8}  {_fmt(t['prompt_tokens'], '{}'):>10}  "
-                f"{_fmt(t['cached_tokens'], '{}'):>10}  {_fmt(t['hit_rate'], '{:.1%}'):>8}  "
-                f"{_fmt(t['ttft_p50_ms'], '{:.1f}'):>9}  {_fmt(t['ttft_p95_ms'], '{:.1f}'):>9}"
-            )
-    if "engine" in report:
-        lines.append("")
-        lines.append("engines (vLLM /metrics):")
-        for url, e in report["engine"].items():
-            lines.append(
-                f"  {url}: prefix-cache hit rate {_fmt(e['prefix_cache_hit_rate'], '{:.1%}')}, "
-                f"waiting {_fmt(e['requests_waiting'], '{}')}, KV usage {_fmt(e['kv_cache_usage'], '{:.1%}')}"
-            )
-    if report["errors"]:
-        lines.append("")
-        lines.append(f"{len(report['errors'])} input error(s):")
-        lines += [f"  {e['input']}: {e['message']}" for e in report["errors"]]
-    lines.append("")
-    lines.append(verdict(report))
-    return "\n".join(lines) + "\n"

@@ -14,6 +14,10 @@ Definitions (docs/evidence.md repeats them for users):
   ``quantile_cont``), so the Python path and the SQL path agree.
 - **expiries**: instance changes that follow an idle gap of at least the stickiness duration
   (the cookie expired, or the session was re-pinned); ``None`` when no duration is known.
+- **warm_hit_rate**: Σ cached / Σ prompt tokens over turns 2.. (see :func:`warm_hit_rate`).
+- **verdict**: ``{label, passed, checks}`` from :func:`judge`, the one judgement of probe and sli.
+
+:func:`assemble` is the only place a report dict is made.
 
 A field a source cannot know is ``None`` (JSON ``null``), never invented. JSON numbers are
 not rounded.
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .. import __version__
 
@@ -43,6 +47,8 @@ REPORT_KEYS = (
     "imbalance",
     "per_turn",
     "expiries",
+    "warm_hit_rate",
+    "verdict",
 )
 #: Keys of one ``per_turn`` entry.
 TURN_KEYS = ("turn", "requests", "prompt_tokens", "cached_tokens", "hit_rate", "ttft_p50_ms", "ttft_p95_ms")
@@ -141,41 +147,115 @@ class SliAccumulator:
             self.add(r)
         return self
 
-    def per_turn(self) -> list[dict[str, Any]]:
-        out = []
-        for n in sorted(self.turns):
-            t = self.turns[n]
-            known = t.token_requests > 0
-            out.append(
-                {
-                    "turn": n,
-                    "requests": t.requests,
-                    "prompt_tokens": t.prompt if known else None,
-                    "cached_tokens": t.cached if known else None,
-                    "hit_rate": (t.cached / t.prompt) if known and t.prompt > 0 else None,
-                    "ttft_p50_ms": percentile(t.ttft, 50),
-                    "ttft_p95_ms": percentile(t.ttft, 95),
-                }
+    def turn_figures(self) -> list["TurnFigures"]:
+        return [
+            TurnFigures(
+                turn=n,
+                requests=t.requests,
+                prompt_tokens=t.prompt if t.token_requests else None,
+                cached_tokens=t.cached if t.token_requests else None,
+                ttft_p50_ms=percentile(t.ttft, 50),
+                ttft_p95_ms=percentile(t.ttft, 95),
             )
-        return out
+            for n, t in sorted(self.turns.items())
+        ]
 
     def report(self, source: str, errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
-        counts = list(self.instances.values())
-        mean = (sum(counts) / len(counts)) if counts else None
-        return {
-            "tool": TOOL,
-            "version": __version__,
-            "source": source,
-            "sessions": len(self._last),
-            "requests": self.requests,
-            "errors": list(errors or []),
-            "stability": (self.same / self.pairs) if self.pairs else None,
-            "moves_per_session": (sum(self._moves.values()) / len(self._last)) if self.pairs else None,
-            "instances": dict(sorted(self.instances.items())),
-            "imbalance": (max(counts) / mean) if counts and mean else None,
-            "per_turn": self.per_turn(),
-            "expiries": self.expiries if self.duration is not None else None,
+        return assemble(
+            source=source,
+            sessions=len(self._last),
+            requests=self.requests,
+            errors=errors or [],
+            pairs=self.pairs,
+            moves=self.pairs - self.same,
+            instances=self.instances,
+            turns=self.turn_figures(),
+            expiries=self.expiries if self.duration is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class TurnFigures:
+    """The counts of one turn number, as both engines compute them (tokens ``None`` when no
+    request of that turn had both counts)."""
+
+    turn: int
+    requests: int
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+
+
+def assemble(
+    *,
+    source: str,
+    sessions: int,
+    requests: int,
+    errors: list[dict[str, str]],
+    pairs: int,
+    moves: int,
+    instances: dict[str, int],
+    turns: Sequence[TurnFigures],
+    expiries: int | None,
+) -> dict[str, Any]:
+    """THE report dict (keys :data:`REPORT_KEYS`, in order), from counts: the streaming
+    accumulator (probe, simulate's tap) and the SQL rows (sli: DuckDB, Athena) both end here, so
+    every ratio is computed once, by the same float operations. ``verdict`` is the verdict
+    without expectations; the commands replace it with :func:`judge` of their flags."""
+    counts = list(instances.values())
+    mean = (sum(counts) / len(counts)) if counts else None
+    per_turn = [
+        {
+            "turn": t.turn,
+            "requests": t.requests,
+            "prompt_tokens": t.prompt_tokens,
+            "cached_tokens": t.cached_tokens,
+            "hit_rate": (t.cached_tokens / t.prompt_tokens)
+            if t.prompt_tokens and t.cached_tokens is not None
+            else None,
+            "ttft_p50_ms": t.ttft_p50_ms,
+            "ttft_p95_ms": t.ttft_p95_ms,
         }
+        for t in sorted(turns, key=lambda t: t.turn)
+    ]
+    report: dict[str, Any] = {
+        "tool": TOOL,
+        "version": __version__,
+        "source": source,
+        "sessions": sessions,
+        "requests": requests,
+        "errors": list(errors),
+        "stability": ((pairs - moves) / pairs) if pairs else None,
+        "moves_per_session": (moves / sessions) if pairs else None,
+        "instances": dict(sorted(instances.items())),
+        "imbalance": (max(counts) / mean) if counts and mean else None,
+        "per_turn": per_turn,
+        "expiries": expiries,
+        "warm_hit_rate": warm_hit_rate(per_turn),
+        "verdict": None,
+    }
+    report["verdict"] = judge(report)
+    return report
+
+
+def with_errors(report: Mapping[str, Any], errors: list[dict[str, str]]) -> dict[str, Any]:
+    """The report with ``errors`` replaced (keys and their order kept) and its verdict judged
+    again (errors make it FAILED)."""
+    out = dict(report)
+    out["errors"] = list(errors)
+    out["verdict"] = judge(out)
+    return out
+
+
+def warm_hit_rate(per_turn: Sequence[Mapping[str, Any]]) -> float | None:
+    """Σ cached / Σ prompt tokens over turns 2 and later (turn 1 is cold by construction: only
+    a shared system prompt can hit); over turn 1 when it is the only turn with tokens. ``None``
+    when no tokens are known. What `--expect-hit-rate` checks, in probe and in sli."""
+    known = [t for t in per_turn if t["prompt_tokens"] is not None and t["cached_tokens"] is not None]
+    warm = [t for t in known if t["turn"] >= 2] or known
+    prompt = sum(t["prompt_tokens"] for t in warm)
+    return sum(t["cached_tokens"] for t in warm) / prompt if prompt else None
 
 
 #: Stability at or above which a front is called sticky, and "mostly sticky".
@@ -184,10 +264,15 @@ STICKY, MOSTLY_STICKY = 0.99, 0.9
 PINNED_SHARE = 0.8
 
 
-def affinity_state(report: dict[str, Any]) -> str:
+def affinity_state(report: Mapping[str, Any]) -> str:
     """One word for the verdicts of probe and sli: ``unknown``, ``pinned`` (sessions stay put
     but one instance takes nearly everything: a shared cookie jar or NAT'd clients), ``sticky``,
-    ``mostly sticky`` or ``not sticky``."""
+    ``mostly sticky`` or ``not sticky``.
+
+    PINNED is checked first: with N >= 2 instances, when the busiest one served at least
+    ``PINNED_SHARE`` x N x the mean (imbalance >= 0.8 N: with 3 instances, 2.4 x the mean,
+    i.e. 80 % of all requests), stability says nothing about the front — every session
+    "stays" because everyone is on the same instance."""
     stability, instances, imbalance = report["stability"], report["instances"], report["imbalance"]
     if stability is None:
         return "unknown"
@@ -196,6 +281,56 @@ def affinity_state(report: dict[str, Any]) -> str:
     if stability >= STICKY:
         return "sticky"
     return "mostly sticky" if stability >= MOSTLY_STICKY else "not sticky"
+
+
+#: The verdict label of each affinity state (``verdict.label``; the text prints it as is).
+STATE_LABELS = {
+    "unknown": "UNKNOWN",
+    "pinned": "PINNED",
+    "sticky": "STICKY",
+    "mostly sticky": "MOSTLY STICKY",
+    "not sticky": "NOT STICKY",
+}
+#: The checks ``--expect-stability`` and ``--expect-hit-rate`` make, by the report key they read.
+CHECKED = (("stability", "expect_stability"), ("warm_hit_rate", "expect_hit_rate"))
+
+
+def judge(
+    report: Mapping[str, Any],
+    *,
+    expect_stability: float | None = None,
+    expect_hit_rate: float | None = None,
+    incomplete: bool = False,
+) -> dict[str, Any]:
+    """THE verdict of probe and sli: ``{label, passed, checks}``.
+
+    - ``checks``: one ``{name, value, threshold, passed}`` per expectation given; ``name`` is
+      the report key judged (``stability``, ``warm_hit_rate``); an unknown value never passes.
+    - ``label``: ``INCOMPLETE`` (the run's ``--deadline`` cut it short), else ``FAILED`` (any
+      entry in ``errors``), else ``PASS``/``FAIL`` when expectations were given, else the
+      affinity state (``STICKY``, ``MOSTLY STICKY``, ``NOT STICKY``, ``PINNED``, ``UNKNOWN``).
+    - ``passed``: the exit code is 0 (no error, not incomplete, every check passed).
+    """
+    thresholds = {"expect_stability": expect_stability, "expect_hit_rate": expect_hit_rate}
+    checks = []
+    for key, flag in CHECKED:
+        threshold = thresholds[flag]
+        if threshold is None:
+            continue
+        value = report[key]
+        checks.append(
+            {"name": key, "value": value, "threshold": threshold, "passed": value is not None and value >= threshold}
+        )
+    checks_pass = all(c["passed"] for c in checks)
+    if incomplete:
+        label = "INCOMPLETE"
+    elif report["errors"]:
+        label = "FAILED"
+    elif checks:
+        label = "PASS" if checks_pass else "FAIL"
+    else:
+        label = STATE_LABELS[affinity_state(report)]
+    return {"label": label, "passed": not incomplete and not report["errors"] and checks_pass, "checks": checks}
 
 
 def build_report(

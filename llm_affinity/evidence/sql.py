@@ -13,16 +13,20 @@ Layers, each a ``SELECT`` over a relation named by its caller:
    access-log lines), in one scan of its input: one window pass over the sessions (``LAG`` for
    pairs, moves and expiries; ``ROW_NUMBER`` for sessions and, for ALB lines, the turn: the
    request's position in its session by request time) and one ``GROUPING SETS`` aggregation.
-   It reproduces :func:`llm_affinity.evidence.report.build_report` exactly: records ordered by
-   ``ts``, then ``turn`` (unknown last), then ``seq`` (input order); ratios in DOUBLE with the
-   same operation order; percentiles by the same linear interpolation (numpy's default,
-   DuckDB's ``quantile_cont``) spelled with window functions, because Athena only has
-   ``approx_percentile``. Tokens and TTFT are unknown to an ALB (``NULL``).
+   The rows are counts (sessions, pairs, moves, requests per instance, tokens per turn) and
+   percentiles; :func:`rows_to_report` hands them to :func:`report.assemble`, where every ratio
+   is computed — the same function the Python accumulator ends in, so the result equals
+   :func:`llm_affinity.evidence.report.build_report` exactly: records ordered by ``ts``, then
+   ``turn`` (unknown last), then ``seq`` (input order); percentiles by the same linear
+   interpolation (numpy's default, DuckDB's ``quantile_cont``) spelled with window functions,
+   because Athena only has ``approx_percentile``. Tokens and TTFT are unknown to an ALB
+   (``NULL``).
 
-The dialects differ in a few spots, kept in :data:`_DIALECT`: timestamp parsing, URL decoding,
-and ``split_part``/``regexp_extract`` returning ``''`` (DuckDB) or ``NULL`` (Trino) when there
-is nothing (normalised with ``NULLIF``). Every ratio casts to DOUBLE first (Trino divides
-integers as integers).
+The dialects differ in a few spots, kept in :data:`_DIALECT`: timestamp parsing, the request's
+last word, regular-expression replace and match, and ``split_part``/``regexp_extract``
+returning ``''`` (DuckDB) or ``NULL`` (Trino) when there is nothing (normalised with
+``NULLIF``). Every string literal goes through :func:`literal`; file lists through
+:func:`file_list` (glob-escaped).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from typing import Any, Mapping
 
 DUCKDB, ATHENA = "duckdb", "athena"
 DIALECTS = (DUCKDB, ATHENA)
+#: Athena DDL is Hive's language (string literals escape with a backslash).
+HIVE = "hive"
 
 #: The request types an ALB writes in the first field (any other first token: not an access line).
 ALB_TYPES = ("http", "https", "h2", "grpcs", "ws", "wss")
@@ -46,12 +52,10 @@ REPORT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("turn", "int"),
     ("requests", "int"),
     ("sessions", "int"),
+    ("pairs", "int"),
+    ("moves", "int"),
     ("prompt_tokens", "int"),
     ("cached_tokens", "int"),
-    ("stability", "float"),
-    ("moves_per_session", "float"),
-    ("imbalance", "float"),
-    ("hit_rate", "float"),
     ("ttft_p50_ms", "float"),
     ("ttft_p95_ms", "float"),
     ("expiries", "int"),
@@ -63,24 +67,57 @@ _CREATED_RE = r"^ (-|[0-9]+) ([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z) ?$"
 _DIALECT: dict[str, dict[str, str]] = {
     DUCKDB: {
         "epoch": "epoch(TRY_CAST({x} AS TIMESTAMP))",
-        # DuckDB's url_decode leaves '+' alone; Trino's (Java URLDecoder) turns it into a space.
-        "url_decode": "url_decode(replace({x}, '+', ' '))",
+        "url_decode": "try(url_decode({x}))",
+        # the text after the request's last space (its HTTP version)
+        "last_word": "split_part({x}, ' ', -1)",
+        "hex_escapes": "regexp_replace({x}, '\\\\x([0-9A-Fa-f]{{2}})', '%\\1', 'g')",
+        "matches": "regexp_matches({x}, {pattern})",
     },
     ATHENA: {
         "epoch": "to_unixtime(try(from_iso8601_timestamp({x})))",
         "url_decode": "try(url_decode({x}))",
+        "last_word": "regexp_extract({x}, '[^ ]*$')",
+        "hex_escapes": "regexp_replace({x}, '\\\\x([0-9A-Fa-f]{{2}})', '%$1')",
+        "matches": "regexp_like({x}, {pattern})",
     },
 }
 
 
-def _d(dialect: str, name: str, x: str) -> str:
+def _d(dialect: str, name: str, x: str, **kwargs: str) -> str:
     if dialect not in _DIALECT:
         raise ValueError(f"unknown SQL dialect {dialect!r}")
-    return _DIALECT[dialect][name].format(x=x)
+    return _DIALECT[dialect][name].format(x=x, **kwargs)
 
 
-def _literal(text: str) -> str:
+def literal(text: str, dialect: str = DUCKDB) -> str:
+    """THE quoting of every string literal in our SQL: ``text`` between single quotes, escaped
+    for ``dialect`` — DuckDB and Trino (Athena queries) double a quote and read a backslash as
+    itself; Hive (Athena DDL: ``LOCATION``, table properties) reads a backslash as an escape,
+    so there both are backslash-escaped. No value can end the literal early, whatever it holds;
+    a NUL character (no engine keeps one in a literal) is refused."""
+    if "\x00" in text:
+        raise ValueError("a NUL character cannot be quoted in SQL")
+    if dialect == HIVE:
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown SQL dialect {dialect!r}")
     return "'" + text.replace("'", "''") + "'"
+
+
+_literal = literal  # the name used inside this module
+
+
+def glob_escape(path: str) -> str:
+    """``path`` with DuckDB's glob characters (``*``, ``?``, ``[``) made literal (``[*]``,
+    ``[?]``, ``[[]``), so a file named ``*.log`` is that file and never every file next to it."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in path)
+
+
+def file_list(paths: list[str]) -> str:
+    """A DuckDB list literal of exactly these files (absolute, glob-escaped, quoted)."""
+    import os
+
+    return "[" + ", ".join(literal(glob_escape(os.path.abspath(p))) for p in paths) + "]"
 
 
 def check_session_key(key: str) -> str:
@@ -105,7 +142,7 @@ def duckdb_fields_sql(listing: str) -> str:
     columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(1, CSV_FIELDS + 1))
     return (
         f"(SELECT filename AS file, c1 AS kind, c5 AS target, c9 AS status, c13 AS request, c22 AS created "
-        f"FROM read_csv({listing}, columns = {{{columns}}}, delim = ' ', quote = '\"', escape = '\\', "
+        f"FROM read_csv({listing}, columns = {{{columns}}}, delim = ' ', quote = '\"', escape = '\"', "
         f"header = false, auto_detect = false, filename = true, null_padding = true, strict_mode = false, "
         f"ignore_errors = true, store_rejects = true, rejects_table = 'alb_rejects', "
         f"rejects_scan = 'alb_reject_scans', max_line_size = 1048576)) AS fields"
@@ -130,30 +167,74 @@ def fields_from_lines_sql(lines: str, dialect: str) -> str:
  FROM {lines}) AS fields"""
 
 
-def alb_parse_sql(fields: str, session_key: str | None, dialect: str) -> str:
+#: The file names (the last path part) of the other logs a load balancer writes into the same
+#: folder or S3 prefix as its access logs: connection logs (``conn_log_`` in the bucket,
+#: ``conn_log.`` in AWS's documentation), health-check logs, and Network Load Balancer access
+#: logs (``..._elasticloadbalancing_<region>_net.<lb id>_...``). Python and both SQL engines
+#: match this one expression.
+IGNORED_FILE_RE = r"(^|/)(conn_log|health_check_log)[^/]*$|_elasticloadbalancing_[a-z0-9-]+_net[.][^/]*$"
+#: A value whose ``%`` is not followed by two hex digits is not percent-encoded (the engines'
+#: URL decoders disagree on it: no session, in both).
+_BAD_PERCENT = r"%([^0-9A-Fa-f]|[0-9A-Fa-f]([^0-9A-Fa-f]|$)|$)"
+
+
+def session_decode_sql(raw: str, dialect: str) -> str:
+    """The session value ``raw`` (text of the query string) decoded the same way by both
+    engines: ALB's ``\\xHH`` escapes (a byte the load balancer would not write raw, such as
+    ``"``) become that byte, then percent-encoding and ``+`` are decoded as UTF-8. A value that
+    is not well-formed (a ``%`` without two hex digits, bytes that are not UTF-8, or a decoded
+    U+FFFD) is no session: NULL."""
+    escaped = _d(dialect, "hex_escapes", raw)
+    bad = _d(dialect, "matches", escaped, pattern=literal(_BAD_PERCENT, dialect))
+    decoded = _d(dialect, "url_decode", f"replace({escaped}, '+', ' ')")
+    # the slow path runs only for values holding one of % + \\ (probe's ids hold none)
+    slow = f"CASE WHEN {bad} THEN NULL WHEN strpos({decoded}, chr(65533)) > 0 THEN NULL ELSE {decoded} END"
+    return (
+        f"CASE WHEN strpos({raw}, '%') > 0 OR strpos({raw}, '+') > 0 OR strpos({raw}, '\\') > 0 "
+        f"THEN {slow} ELSE {raw} END"
+    )
+
+
+def query_sql(request: str, dialect: str) -> str:
+    """The query string of a request line ``METHOD URL VERSION``, read whole — a URL may hold
+    unencoded spaces (ALB logs it as sent): ``'&'`` + the text after the first ``?`` up to the
+    line's last space; NULL without a ``?``."""
+    q = f"strpos({request}, '?')"
+    rest = f"greatest(length({request}) - {q} - length({_d(dialect, 'last_word', request)}) - 1, 0)"
+    return f"CASE WHEN {q} > 0 THEN '&' || substr({request}, {q} + 1, {rest}) END"
+
+
+def alb_parse_sql(fields: str, session_key: str | None, dialect: str, *, ignore_other_logs: bool = False) -> str:
     """``SELECT file, ok, ts, session, instance, status FROM fields`` (shared by both engines;
     ``file`` is kept only on lines that are not ok, to count them per file).
 
     A line is ``ok`` when its first field is an ALB request type and its request_creation_time
-    parses. The instance is ``target:port`` (``-``: unknown). The session is the value of the
-    query-string key ``session_key``, matched exactly (at the start of the query string or after
-    ``&``; the first occurrence), URL-decoded; an empty value is no session.
+    parses (and, with ``ignore_other_logs``, its file is not a connection, health-check or NLB
+    log by name: :data:`IGNORED_FILE_RE`). The instance is ``target:port`` (``-``: unknown). The
+    session is the value of the query-string key ``session_key``, matched exactly (at the start
+    of the query string or after ``&``; the first occurrence), decoded by
+    :func:`session_decode_sql`; an empty value is no session.
     """
     if session_key is not None:
-        needle = _literal("&" + check_session_key(session_key) + "=")
+        needle = literal("&" + check_session_key(session_key) + "=")
         at = f"strpos(query, {needle})"
         raw = f"CASE WHEN {at} > 0 THEN split_part(substr(query, {at} + {len(session_key) + 2}), '&', 1) END"
-        decoded = f"CASE WHEN strpos(raw, '%') > 0 OR strpos(raw, '+') > 0 THEN {_d(dialect, 'url_decode', 'raw')} ELSE raw END"
+        decoded = session_decode_sql("raw", dialect)
     else:
         raw = decoded = "CAST(NULL AS VARCHAR)"
-    types = ", ".join(_literal(t) for t in ALB_TYPES)
+    types = ", ".join(literal(t) for t in ALB_TYPES)
+    other = (
+        f" AND NOT COALESCE({_d(dialect, 'matches', 'file', pattern=literal(IGNORED_FILE_RE, dialect))}, false)"
+        if ignore_other_logs
+        else ""
+    )
     return f"""SELECT CASE WHEN ok THEN NULL ELSE file END AS file, ok, ts,
        CASE WHEN ok THEN NULLIF({decoded}, '') END AS session,
        CASE WHEN ok THEN instance END AS instance,
        CASE WHEN ok THEN status END AS status
 FROM (
   SELECT file, ts, raw, instance, status,
-         (COALESCE(kind IN ({types}), false) AND ts IS NOT NULL) AS ok
+         (COALESCE(kind IN ({types}), false) AND ts IS NOT NULL{other}) AS ok
   FROM (
     SELECT file, kind,
            {_d(dialect, "epoch", "created")} AS ts,
@@ -161,9 +242,8 @@ FROM (
            NULLIF(target, '-') AS instance,
            TRY_CAST(status AS BIGINT) AS status
     FROM (
-      SELECT file, kind, target, status, created,
-             CASE WHEN strpos(url, '?') > 0 THEN '&' || substr(url, strpos(url, '?') + 1) END AS query
-      FROM (SELECT file, kind, target, status, created, split_part(request, ' ', 2) AS url FROM {fields}) AS u
+      SELECT file, kind, target, status, created, {query_sql("request", dialect)} AS query
+      FROM {fields}
     ) AS q
   ) AS typed
 ) AS checked"""
@@ -275,23 +355,17 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
   FROM judged
   GROUP BY GROUPING SETS ({sets})
 ), rows_ AS (
-  SELECT grouped.*,
-         max(CASE WHEN kind = 'instance' THEN requests END) OVER () AS top,
-         sum(CASE WHEN kind = 'instance' THEN requests END) OVER () AS total,
-         count(CASE WHEN kind = 'instance' THEN 1 END) OVER () AS k
-  FROM grouped WHERE kind IS NOT NULL
+  SELECT grouped.* FROM grouped WHERE kind IS NOT NULL
 ){ttft_cte}
 SELECT rows_.kind,
        CASE rows_.kind WHEN 'instance' THEN instance WHEN 'skipped' THEN file END AS name,
        CASE WHEN rows_.kind = 'turn' THEN rows_.turn END AS turn,
        CASE WHEN rows_.kind = 'skipped' THEN bad ELSE COALESCE(requests, 0) END AS requests,
        CASE WHEN rows_.kind = 'summary' THEN COALESCE(sessions, 0) END AS sessions,
+       CASE WHEN rows_.kind = 'summary' THEN COALESCE(pairs, 0) END AS pairs,
+       CASE WHEN rows_.kind = 'summary' THEN COALESCE(moves, 0) END AS moves,
        CASE WHEN rows_.kind = 'turn' AND token_requests > 0 THEN prompt END AS prompt_tokens,
        CASE WHEN rows_.kind = 'turn' AND token_requests > 0 THEN cached END AS cached_tokens,
-       CASE WHEN rows_.kind = 'summary' AND pairs > 0 THEN CAST(pairs - moves AS DOUBLE) / pairs END AS stability,
-       CASE WHEN rows_.kind = 'summary' AND pairs > 0 THEN CAST(moves AS DOUBLE) / sessions END AS moves_per_session,
-       CASE WHEN rows_.kind = 'summary' AND k > 0 THEN top / (CAST(total AS DOUBLE) / k) END AS imbalance,
-       CASE WHEN rows_.kind = 'turn' AND token_requests > 0 AND prompt > 0 THEN CAST(cached AS DOUBLE) / prompt END AS hit_rate,
        {p50 if alb else f"CASE WHEN rows_.kind = 'turn' THEN {p50} END"} AS ttft_p50_ms,
        {p95 if alb else f"CASE WHEN rows_.kind = 'turn' THEN {p95} END"} AS ttft_p95_ms,
        CASE WHEN rows_.kind = 'summary' THEN {expiries} END AS expiries
@@ -299,10 +373,17 @@ FROM rows_{ttft_join}"""
 
 
 def alb_report_sql(
-    lines: str, session_key: str | None, dialect: str, *, stickiness_duration_s: float | None = None
+    lines: str,
+    session_key: str | None,
+    dialect: str,
+    *,
+    stickiness_duration_s: float | None = None,
+    ignore_other_logs: bool = False,
 ) -> str:
     """The whole ALB pipeline as one statement: lines -> fields -> parsed -> report rows."""
-    parse = alb_parse_sql(fields_from_lines_sql(lines, dialect), session_key, dialect)
+    parse = alb_parse_sql(
+        fields_from_lines_sql(lines, dialect), session_key, dialect, ignore_other_logs=ignore_other_logs
+    )
     body = report_sql("parsed", stickiness_duration_s=stickiness_duration_s, alb=True)
     return f"WITH parsed AS (\n{parse}\n), {body.removeprefix('WITH ')}"
 
@@ -310,14 +391,13 @@ def alb_report_sql(
 def rows_to_report(
     rows: list[Mapping[str, Any]], source: str, *, errors: list[dict[str, str]], stickiness_duration_s: float | None
 ) -> tuple[dict[str, Any], dict[str, int]]:
-    """The report dict (keys :data:`report.REPORT_KEYS`) from the report rows, and the skipped
-    line counts per file (``skipped`` rows)."""
-    from .. import __version__
-    from .report import TOOL
+    """The report dict (:func:`report.assemble`, the one builder) from the report rows, and the
+    skipped line counts per file (``skipped`` rows)."""
+    from .report import TurnFigures, assemble
 
     summary: Mapping[str, Any] = {}
     instances: dict[str, int] = {}
-    turns: list[dict[str, Any]] = []
+    turns: list[TurnFigures] = []
     skipped: dict[str, int] = {}
     for row in rows:
         kind = row["kind"]
@@ -327,35 +407,34 @@ def rows_to_report(
             instances[row["name"]] = int(row["requests"])
         elif kind == "turn":
             turns.append(
-                {
-                    "turn": int(row["turn"]),
-                    "requests": int(row["requests"]),
-                    "prompt_tokens": _int(row["prompt_tokens"]),
-                    "cached_tokens": _int(row["cached_tokens"]),
-                    "hit_rate": row["hit_rate"],
-                    "ttft_p50_ms": row["ttft_p50_ms"],
-                    "ttft_p95_ms": row["ttft_p95_ms"],
-                }
+                TurnFigures(
+                    turn=int(row["turn"]),
+                    requests=int(row["requests"]),
+                    prompt_tokens=_int(row["prompt_tokens"]),
+                    cached_tokens=_int(row["cached_tokens"]),
+                    ttft_p50_ms=_float(row["ttft_p50_ms"]),
+                    ttft_p95_ms=_float(row["ttft_p95_ms"]),
+                )
             )
         elif kind == "skipped":
             skipped[row["name"]] = int(row["requests"])
-    turns.sort(key=lambda t: t["turn"])
     expiries = summary.get("expiries")
-    report = {
-        "tool": TOOL,
-        "version": __version__,
-        "source": source,
-        "sessions": int(summary.get("sessions") or 0),
-        "requests": int(summary.get("requests") or 0),
-        "errors": list(errors),
-        "stability": summary.get("stability"),
-        "moves_per_session": summary.get("moves_per_session"),
-        "instances": dict(sorted(instances.items())),
-        "imbalance": summary.get("imbalance"),
-        "per_turn": turns,
-        "expiries": (int(expiries) if expiries is not None else 0) if stickiness_duration_s is not None else None,
-    }
+    report = assemble(
+        source=source,
+        sessions=int(summary.get("sessions") or 0),
+        requests=int(summary.get("requests") or 0),
+        errors=list(errors),
+        pairs=int(summary.get("pairs") or 0),
+        moves=int(summary.get("moves") or 0),
+        instances=instances,
+        turns=turns,
+        expiries=(int(expiries) if expiries is not None else 0) if stickiness_duration_s is not None else None,
+    )
     return report, skipped
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _int(value: Any) -> int | None:

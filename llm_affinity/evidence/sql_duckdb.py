@@ -10,14 +10,17 @@ Python; what the session window keeps is a few fields per request. duckdb is imp
 
 from __future__ import annotations
 
-import json
 import os
+import re
 from typing import Any, Sequence
 
 from ..common.files import regular_file_problem
 from . import sql
 from .alb_logs import InputError, LogFile, salvage_gzip
+from .report import with_errors
 
+#: What a memory limit may look like (a number and a unit: never SQL).
+_MEMORY_LIMIT = re.compile(r"[0-9]{1,15}(\.[0-9]{1,6})? ?([KMGT]i?B|B)", re.IGNORECASE)
 _TABLE_COLUMNS = (
     "ts DOUBLE, session VARCHAR, turn BIGINT, instance VARCHAR, prompt_tokens BIGINT, "
     "cached_tokens BIGINT, ttft_ms DOUBLE, status BIGINT, seq BIGINT"
@@ -35,11 +38,13 @@ class LogDatabase:
     def __init__(self, workdir: str, *, memory_limit: str = "1GB", threads: int | None = None) -> None:
         import duckdb
 
+        if not _MEMORY_LIMIT.fullmatch(memory_limit):  # the CLI validated it; a library caller too
+            raise ValueError(f"memory_limit {memory_limit!r}: a size such as 512MB or 2GB")
         self.duckdb = duckdb
         self.workdir = workdir
         self.con = duckdb.connect(":memory:")
-        self.con.execute(f"SET memory_limit = '{memory_limit}'")
-        self.con.execute(f"SET temp_directory = {sql._literal(os.path.join(workdir, 'duckdb.tmp'))}")
+        self.con.execute(f"SET memory_limit = {sql.literal(memory_limit)}")
+        self.con.execute(f"SET temp_directory = {sql.literal(os.path.join(workdir, 'duckdb.tmp'))}")
         self.con.execute("SET preserve_insertion_order = true")
         if threads:
             self.con.execute(f"SET threads = {int(threads)}")
@@ -52,62 +57,40 @@ class LogDatabase:
 
     # -- telemetry -----------------------------------------------------------------------
     def load_telemetry(self, paths: Sequence[str]) -> list[InputError]:
-        """Append the records of telemetry JSONL files (input order = ``seq``). A file DuckDB
-        cannot read as a whole is re-read line by line: good lines are kept, bad ones are
-        counted in one error for the file."""
+        """Append the records of telemetry JSONL files (input order = ``seq``). Every line is
+        validated (:func:`telemetry.clean_copy`): invalid records are skipped and counted, by
+        reason, in one error for the file; the valid ones are loaded from a clean copy."""
+        from .telemetry import clean_copy
+
         errors: list[InputError] = []
-        for path in paths:
+        for n, path in enumerate(paths):
             problem = "is a folder: give telemetry .jsonl files" if os.path.isdir(path) else regular_file_problem(path)
             if problem is not None:
                 errors.append(InputError(path, problem))
                 continue
-            offset = self.con.execute("SELECT count(*) FROM records").fetchone()[0]
+            clean = os.path.join(self.workdir, f"telemetry-{n:06d}.jsonl")
             try:
-                self._insert_json(path, offset)
-                bad = self.con.execute(f"SELECT count(*) FROM records WHERE seq >= {offset} AND ts IS NULL").fetchone()[
-                    0
-                ]
-                if bad:
-                    raise ValueError("records without ts")
-            except (self.duckdb.Error, ValueError):
-                self.con.execute(f"DELETE FROM records WHERE seq >= {offset}")
-                error = self._salvage_telemetry(path, offset)
-                if error is not None:
-                    errors.append(error)
-                    continue
-            if self.con.execute(f"SELECT count(*) FROM records WHERE seq >= {offset}").fetchone()[0] == 0:
-                errors.append(InputError(path, "no telemetry records in this file"))
+                with open(path, "rb") as src, open(clean, "w", encoding="utf-8") as dst:
+                    copy = clean_copy(src, dst)
+            except OSError as exc:
+                errors.append(InputError(path, f"cannot read: {exc.strerror or exc}"))
+                continue
+            if copy.good:
+                offset = self.con.execute("SELECT count(*) FROM records").fetchone()[0]
+                self._insert_json(clean, offset)
+            message = copy.message()
+            if not copy.good:
+                message = "no telemetry records in this file" + (f" ({message})" if message else "")
+            if message is not None:
+                errors.append(InputError(path, message))
         return errors
 
     def _insert_json(self, path: str, offset: int) -> None:
         self.con.execute(
             f"INSERT INTO records SELECT ts, session, turn, instance, prompt_tokens, cached_tokens, ttft_ms, "
-            f"status, {offset} + ROW_NUMBER() OVER () - 1 "
-            f"FROM read_json({sql._literal(path)}, format = 'newline_delimited', columns = {_JSON_COLUMNS})"
+            f"status, {int(offset)} + ROW_NUMBER() OVER () - 1 "
+            f"FROM read_json({sql.file_list([path])}, format = 'newline_delimited', columns = {_JSON_COLUMNS})"
         )
-
-    def _salvage_telemetry(self, path: str, offset: int) -> InputError | None:
-        from .telemetry import parse_record
-
-        good = os.path.join(self.workdir, f"telemetry-{offset}.jsonl")
-        skipped, first = 0, ""
-        try:
-            with open(path, encoding="utf-8", errors="replace") as src, open(good, "w", encoding="utf-8") as out:
-                for number, line in enumerate(src, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        record = parse_record(json.loads(line))
-                    except ValueError as exc:
-                        skipped += 1
-                        first = first or f"line {number}: {exc}"
-                        continue
-                    out.write(json.dumps(record.as_dict()) + "\n")
-        except OSError as exc:
-            return InputError(path, f"cannot read: {exc.strerror or exc}")
-        if os.path.getsize(good):
-            self._insert_json(good, offset)
-        return InputError(path, f"{skipped} lines skipped: not telemetry records (first: {first})") if skipped else None
 
     # -- ALB access logs -----------------------------------------------------------------
     def load_alb(self, files: Sequence[LogFile], session_key: str | None) -> list[InputError]:
@@ -117,7 +100,7 @@ class LogDatabase:
         is stored and no file is read twice. Problems with a file are reported by
         :meth:`report`; the returned list is always empty (kept for the caller's symmetry with
         :meth:`load_telemetry`)."""
-        self._names = {f.path: f.name for f in files}
+        self._names = {os.path.abspath(f.path): f.name for f in files}
         self._alb_files = list(files)
         self._session_key = session_key
         self.has_parsed = True
@@ -132,7 +115,7 @@ class LogDatabase:
         if log.gzipped:
             salvaged, count = salvage_gzip(log, self.workdir)
             if salvaged is not None:
-                self._names[salvaged.path] = log.name
+                self._names[os.path.abspath(salvaged.path)] = log.name
                 try:
                     self._insert_alb([salvaged.path])
                     return [
@@ -147,8 +130,8 @@ class LogDatabase:
         return [InputError(log.name, f"cannot read: {reason}")]
 
     def _parse_sql(self, paths: list[str]) -> str:
-        listing = "[" + ", ".join(sql._literal(p) for p in paths) + "]"
-        return sql.alb_parse_sql(sql.duckdb_fields_sql(listing), self._session_key, sql.DUCKDB)
+        # an explicit list of glob-escaped absolute paths: a file named *.log is that file only
+        return sql.alb_parse_sql(sql.duckdb_fields_sql(sql.file_list(paths)), self._session_key, sql.DUCKDB)
 
     def _insert_alb(self, paths: list[str]) -> None:
         self.con.execute(f"INSERT INTO parsed {self._parse_sql(paths)}")
@@ -213,8 +196,7 @@ class LogDatabase:
             InputError(self._names.get(path, path), f"{n} lines skipped: not ALB access log lines")
             for path, n in sorted(skipped.items(), key=lambda kv: self._names.get(kv[0], kv[0]))
         ]
-        report["errors"] = [e.as_dict() for e in [*errors, *self._load_errors, *per_file]]
-        return report
+        return with_errors(report, [e.as_dict() for e in [*errors, *self._load_errors, *per_file]])
 
     def close(self) -> None:
         self.con.close()

@@ -15,6 +15,21 @@ milliseconds, without a GPU. What it shares with vLLM's V1 prefix cache is what 
 
 Each engine answers ``X-Served-By: <instance id>`` unless told not to (on a real fleet it is the
 on-instance proxy that adds it; the nginx lab turns it off here and lets nginx do it).
+
+``flavor="llama-server"`` behaves as llama.cpp's llama-server does where it matters to a client
+(/work/staging research notes, llama.cpp 0c1e570 / cpp-httplib 0.58.0):
+
+- a streamed response advertises ``Keep-Alive: timeout=5, max=100`` and the connection is then
+  closed anyway (after ``close_delay_s``, so a pooled client has already sent its next request
+  on it: that request is read and dropped, unanswered, as httplib's drain-and-close does);
+- the cache is per slot (:class:`SlotCache`): a prompt goes to the idle slot with the longest
+  common prefix when that prefix is more than ``--slot-prompt-similarity`` (0.1) of the prompt,
+  else to the least recently used slot; cached tokens = the common prefix with that slot's
+  tokens (prompt and generated), never the last prompt token; the final chunk carries
+  ``timings.cache_n``/``prompt_n`` and usage ``prompt_tokens_details.cached_tokens``;
+- ``/metrics`` has ``llamacpp:*`` metrics: ``prompt_tokens_total`` EXCLUDES cached tokens,
+  ``prompt_tokens_cached_total`` counts them.
+
 Only ever binds 127.0.0.1.
 """
 
@@ -95,6 +110,56 @@ class PrefixCache:
             return len(self._blocks) / self.capacity
 
 
+class SlotCache:
+    """llama-server's per-slot prompt cache (thread-safe; ``admit`` waits for an idle slot)."""
+
+    def __init__(self, slots: int = 4, similarity: float = 0.1) -> None:
+        self.slots: list[list[str]] = [[] for _ in range(slots)]
+        self.last_used = [0.0] * slots
+        self.busy = [False] * slots
+        self.similarity = similarity
+        self._cond = threading.Condition()
+        self.prompt_computed = 0  # llamacpp:prompt_tokens_total (cached tokens excluded)
+        self.prompt_cached = 0  # llamacpp:prompt_tokens_cached_total
+        self.predicted = 0  # llamacpp:tokens_predicted_total
+
+    @staticmethod
+    def _lcp(a: list[str], b: list[str]) -> int:
+        n = 0
+        for x, y in zip(a, b, strict=False):
+            if x != y:
+                break
+            n += 1
+        return n
+
+    def admit(self, tokens: list[str]) -> tuple[int, int]:
+        """(slot, cached tokens) for this prompt; the slot is busy until :meth:`release`."""
+        with self._cond:
+            self._cond.wait_for(lambda: not all(self.busy))
+            idle = [i for i, b in enumerate(self.busy) if not b]
+            best, best_lcp = None, 0
+            for i in idle:
+                lcp = self._lcp(self.slots[i], tokens)
+                if self.slots[i] and lcp / len(tokens) > self.similarity and lcp > best_lcp:
+                    best, best_lcp = i, lcp
+            if best is None:
+                best = min(idle, key=lambda i: self.last_used[i])
+                best_lcp = self._lcp(self.slots[best], tokens)
+            cached = min(best_lcp, len(tokens) - 1)
+            self.busy[best] = True
+            self.prompt_computed += len(tokens) - cached
+            self.prompt_cached += cached
+            return best, cached
+
+    def release(self, slot: int, tokens: list[str], generated: list[str]) -> None:
+        with self._cond:
+            self.slots[slot] = tokens + generated
+            self.last_used[slot] = time.monotonic()
+            self.busy[slot] = False
+            self.predicted += len(generated)
+            self._cond.notify_all()
+
+
 @dataclass
 class Served:
     """Ground truth of one request, as the engine saw it."""
@@ -121,6 +186,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if self.server.engine.flavor == "llama-server":
+            self.send_header("Keep-Alive", "timeout=5, max=100")
         self._served_by()
         self.end_headers()
         self.wfile.write(data)
@@ -154,7 +221,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
         elif path == "/health":
-            self._send_json(200, {})
+            self._send_json(200, {"status": "ok"} if engine.flavor == "llama-server" else {})
         else:
             self._send_json(404, {"error": {"message": f"no route {path}", "type": "NotFound"}})
 
@@ -182,12 +249,18 @@ class _Handler(BaseHTTPRequestHandler):
             session = (parse_qs(parts.query).get(engine.session_query) or [None])[0]
             source = "query" if session is not None else None
         tokens = chat_tokens(messages)
-        cached = engine.cache.admit(tokens)
+        slot = None
+        if engine.flavor == "llama-server":
+            slot, cached = engine.slots.admit(tokens)
+        else:
+            cached = engine.cache.admit(tokens)
         turn = sum(1 for m in messages if m.get("role") == "user")
         engine.record(Served(arrived, engine.instance_id, session, turn, len(tokens), cached, source))
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         rng = random.Random(zlib.crc32(" ".join(tokens[-64:]).encode()))
         words = [f"w{rng.randrange(10000)}" for _ in range(max_tokens)]
+        if slot is not None:
+            engine.slots.release(slot, tokens, words)
         usage: dict[str, Any] = {
             "prompt_tokens": len(tokens),
             "completion_tokens": max_tokens,
@@ -195,6 +268,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
         if engine.usage_details:
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        timings = {"cache_n": cached, "prompt_n": len(tokens) - cached, "predicted_n": max_tokens}
         time.sleep(engine.ttft_base_s + (len(tokens) - cached) * engine.ttft_per_token_s)
         created = int(arrived)
         rid = f"chatcmpl-{engine.instance_id}-{engine.next_id()}"
@@ -221,6 +295,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
+        if engine.flavor == "llama-server":
+            self.send_header("Keep-Alive", "timeout=5, max=100")  # and yet it closes (see the module docstring)
         self._served_by()
         self.end_headers()
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -243,9 +319,16 @@ class _Handler(BaseHTTPRequestHandler):
                 }
             )
         if include_usage and engine.stream_usage:
-            event({**base, "choices": [], "usage": usage})
+            final = {**base, "choices": [], "usage": usage}
+            if engine.flavor == "llama-server":
+                final["timings"] = timings
+            event(final)
         event(b"[DONE]")
         self.wfile.write(b"0\r\n\r\n")
+        if engine.flavor == "llama-server":
+            self.wfile.flush()
+            time.sleep(engine.close_delay_s)  # a pooled client sends its next request meanwhile
+            self.close_connection = True
 
 
 class LabServer(ThreadingHTTPServer):
@@ -292,7 +375,15 @@ class StubEngine:
         session_query: str | None = None,
         model: str = MODEL,
         api_key: str | None = None,
+        flavor: str = "vllm",
+        slots: int = 4,
+        close_delay_s: float = 0.05,
     ) -> None:
+        if flavor not in ("vllm", "llama-server"):
+            raise ValueError(f"flavor {flavor!r}")
+        self.flavor = flavor
+        self.slots = SlotCache(slots)
+        self.close_delay_s = close_delay_s
         self.instance_id = instance_id
         self.cache = PrefixCache(block_size, capacity_blocks)
         self.ttft_base_s = ttft_base_s
@@ -327,7 +418,30 @@ class StubEngine:
             return self._ids
 
     def metrics_text(self) -> str:
-        """The vLLM V1 metric names the project scrapes (counters since start)."""
+        """The metric names the project scrapes (counters since start): vLLM V1's, or
+        llama-server's (no labels; prompt tokens exclude cached ones)."""
+        if self.flavor == "llama-server":
+            c = self.slots
+            return "".join(
+                f"# HELP llamacpp:{name} {help_}\n# TYPE llamacpp:{name} {kind}\nllamacpp:{name} {value}\n"
+                for name, help_, kind, value in (
+                    (
+                        "prompt_tokens_total",
+                        "Number of prompt tokens processed, excluding cached tokens",
+                        "counter",
+                        c.prompt_computed,
+                    ),
+                    (
+                        "prompt_tokens_cached_total",
+                        "Number of prompt tokens reused from the cache",
+                        "counter",
+                        c.prompt_cached,
+                    ),
+                    ("tokens_predicted_total", "Number of generation tokens processed", "counter", c.predicted),
+                    ("requests_processing", "Number of requests processing", "gauge", sum(c.busy)),
+                    ("requests_deferred", "Number of requests deferred", "gauge", 0),
+                )
+            )
         labels = f'{{model_name="{self.model}"}}'
         return "".join(
             f"{name}{labels} {value}\n"

@@ -1,8 +1,10 @@
 """An emulated Application Load Balancer in front of lab targets (test support only).
 
-One class, three behaviours (``stickiness``):
+One class, four behaviours (``stickiness``):
 
 - ``None``: plain round robin, the ALB default when target-group stickiness is off;
+- ``"alternate"``: not sticky and not timing-dependent (tests that need a known non-sticky
+  figure): see :meth:`AlbFront._alternate`;
 - ``"lb_cookie"``: duration-based stickiness. A request without a valid ``AWSALB`` (or
   ``AWSALBCORS``) cookie goes to the next target in round-robin order; every response sets
   ``AWSALB`` (7-day Expires, the cookie's fixed expiry) and ``AWSALBCORS`` (same value,
@@ -35,6 +37,7 @@ import secrets
 import shutil
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import formatdate
@@ -190,8 +193,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         self._trace = f"Root=1-{int(received):08x}-{secrets.token_hex(12)}"
-        target, repinned = front.route(self._cookies())
         session = front.session_of(self.path, self.headers)
+        target, repinned = front.route(self._cookies(), session)
         sent_bytes = 0
         target_status: int | None = None
         t_sent = t_headers = received
@@ -274,7 +277,7 @@ class AlbFront:
         session_query: str | None = None,
         extra_fields: bool = False,
     ) -> None:
-        if stickiness not in (None, "lb_cookie", "app_cookie"):
+        if stickiness not in (None, "lb_cookie", "app_cookie", "alternate"):
             raise ValueError(f"stickiness {stickiness!r}")
         self.targets = list(targets)
         self.stickiness = stickiness
@@ -291,6 +294,7 @@ class AlbFront:
         self._active = 0
         self._idle = threading.Condition(self._lock)
         self._rr = itertools.count()
+        self._per_session: dict[str, int] = {}
         self._log = open(self.log_path, "a", encoding="utf-8", buffering=1)
         self._server = LabServer(_Handler)
         self._server.front = self
@@ -308,6 +312,18 @@ class AlbFront:
             return None
         with self._lock:
             return live[next(self._rr) % len(live)]
+
+    def _alternate(self, session: str) -> Target | None:
+        """``alternate``: a session's n-th request (n = 1, 2, ...) goes to live target number
+        (crc32(session) + n // 2) mod N — it moves on every other request, so exactly half of
+        its consecutive pairs stay, whatever the thread timing (round robin's figure depends on
+        how the sessions' requests interleave: 6 sessions in lockstep on 3 targets all stay)."""
+        live = [t for t in self.targets if t.registered]
+        if not live:
+            return None
+        with self._lock:
+            n = self._per_session[session] = self._per_session.get(session, 0) + 1
+        return live[(zlib.crc32(session.encode()) + n // 2) % len(live)]
 
     def _encode(self, target: Target) -> str:
         payload = base64.urlsafe_b64encode(json.dumps([target.key, time.time()]).encode()).decode().rstrip("=")
@@ -329,10 +345,12 @@ class AlbFront:
                 return t, float(issued)
         return None
 
-    def route(self, cookies: dict[str, str]) -> tuple[Target | None, bool]:
+    def route(self, cookies: dict[str, str], session: str | None = None) -> tuple[Target | None, bool]:
         """The target of a request and whether a sticky cookie was present but not honoured."""
-        if self.stickiness is None:
+        if self.stickiness is None or (self.stickiness == "alternate" and session is None):
             return self._next(), False
+        if self.stickiness == "alternate":
+            return self._alternate(session), False
         name = "AWSALB" if self.stickiness == "lb_cookie" else "AWSALBAPP-0"
         value = cookies.get(name) or cookies.get(name + "CORS" if name == "AWSALB" else name)
         pinned = self._decode(value)
