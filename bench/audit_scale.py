@@ -11,7 +11,7 @@ times, side by side, with and without the delay:
   ECS listing and the registered targets of the groups nothing else explains).
 
 Each run is a fresh subprocess (so peak RSS is the run's own); only the reading is timed, not
-interpreter start-up. Prints times, ratios, API-call counts (with the minimum the issue asks
+interpreter start-up. Prints times, ratios, API-call counts (with the minimum the project asks
 for) and peak memory. Not part of the test suite. Needs moto[server] (see pyproject dev extra).
 
     python bench/audit_scale.py                # full size, ~3-5 minutes on 2 cores

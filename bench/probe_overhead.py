@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How much client time does `probe` add per request? (issue target: < 1 ms)
+"""How much client time does `probe` add per request? (target: < 1 ms)
 
 Starts one lab engine (tests/lab: the stub OpenAI-compatible engine with its prefix cache) on
 127.0.0.1 in its own process, with zero prefill/decode sleeps, so a request costs only the wire

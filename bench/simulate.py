@@ -5,7 +5,7 @@ Runs the simulator over all nine policies at three sizes (1/4, 1/2 and all of ``
 simulated requests in total, split evenly over the policies), each size in a fresh subprocess
 so its peak RSS is its own. Prints, per size: wall time, microseconds per simulated request,
 the time ratio to the smallest size (linear cost: 2x and 4x), peak RSS, and the time per
-policy at the largest size. Targets (issue #11): 1 M requests across all policies in <= 10 s on
+policy at the largest size. Target: 1 M requests across all policies in <= 10 s on
 the 2-core development machine; cost linear in requests; memory bounded by instances x cache
 entries (the peak RSS must not grow with the number of requests).
 

@@ -200,7 +200,7 @@ def test_client_module_does_not_import_aws_cdk():
     assert out.stdout.strip() == "False"
 
 
-# --- issue 8: eviction, limits, optional dependency ---------------------------------------------
+# --- eviction, limits, optional dependency -----------------------------------------------------
 
 
 class _StubEngine(BaseHTTPRequestHandler):
@@ -349,7 +349,7 @@ def test_plain_http_client_sends_the_api_key():
         b.close()
 
 
-# --- issue 10: telemetry ------------------------------------------------------------------------
+# --- telemetry -------------------------------------------------------------------------------
 
 
 def test_telemetry_records_each_request_exactly(engine, tmp_path):

@@ -211,7 +211,7 @@ def measured(args: list[str]) -> tuple[int, str, str, float]:
 
 @pytest.mark.parametrize("where", ["models", "stream"])
 def test_a_2gb_gzip_bomb_stays_far_below_500mb(where):
-    """The issue's case: 2 MB of gzip expanding to 2 GB reached 3.7 GB of memory; the model list
+    """The reported case: 2 MB of gzip expanding to 2 GB reached 3.7 GB of memory; the model list
     one ended in MemoryError. Now the cap stops the decoding after 16 MB."""
     behaviour = H.gzip_bomb(200, "application/json" if where == "models" else "text/event-stream", gigabytes=2.0)
     choose = H.by_path("good", get="bomb") if where == "models" else H.first_session_only("bomb")

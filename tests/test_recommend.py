@@ -29,7 +29,7 @@ KEYS = [
     "rules",
     "warnings",
 ]
-#: The issue's case: SGLang workers whose prompts share a 2,000-token system prompt.
+#: The reported case: SGLang workers whose prompts share a 2,000-token system prompt.
 SHARED_PREFIX_SGLANG = {"instances": 4, "sessions": 200, "engine": "sglang", "system_tokens": 2000}
 
 

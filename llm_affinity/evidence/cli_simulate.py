@@ -20,7 +20,7 @@ DESCRIPTION = (
     "cache_aware, sticky_load_aware. Same --seed, same output. See docs/simulate.md."
 )
 
-#: flag -> workload key (the flags of the issue's contract, plus the rates)
+#: flag -> workload key (the flags docs/simulate.md documents, plus the rates)
 FLAGS = {
     "--instances": "instances",
     "--sessions": "sessions",

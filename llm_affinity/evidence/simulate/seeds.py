@@ -62,7 +62,7 @@ _T975 = (
     2.045,
     2.042,
 )
-#: Seeds `recommend` runs (the issue's minimum).
+#: Seeds `recommend` runs at least: fewer give intervals too wide to tell most fronts apart.
 RECOMMEND_SEEDS = 5
 MAX_SEEDS = 100
 

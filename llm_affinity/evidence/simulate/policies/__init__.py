@@ -1,5 +1,5 @@
 """Routing policies of the simulator, one module each; ``POLICIES`` maps the CLI names (exactly
-as in the issue's contract) to their classes, in the order the text table shows them."""
+as docs/simulate.md names them) to their classes, in the order the text table shows them."""
 
 from __future__ import annotations
 
