@@ -20,7 +20,7 @@ import gzip
 import re
 from typing import Any, Callable
 
-from ..common.definitions import ACCELERATOR_TYPES
+from ..common.definitions import ACCELERATOR_TYPES, environment_text
 from .model import (
     ABSENT,
     UNKNOWN,
@@ -360,8 +360,9 @@ def decode_base64_user_data(text: str) -> str:
 
 def task_definition(containers: Any) -> tuple[Any, list[str]]:
     """``ContainerDefinitions`` of an ``AWS::ECS::TaskDefinition`` → (GPUs reserved: True,
-    False or Unresolved; images, commands and entry points as text). The live source reshapes
-    ``DescribeTaskDefinition``'s ``containerDefinitions`` into this shape first."""
+    False or Unresolved; images, commands, entry points and environments as text, an
+    environment as ``NAME=value`` lines). The live source reshapes ``DescribeTaskDefinition``'s
+    ``containerDefinitions`` into this shape first."""
     if not isinstance(containers, list):
         return Unresolved("ContainerDefinitions not resolvable"), []
     gpu: Any = False
@@ -376,6 +377,9 @@ def task_definition(containers: Any) -> tuple[Any, list[str]]:
             text = command_text(c.get(key))
             if text:
                 commands.append(text)
+        env = environment_text(c.get("Environment"))
+        if env:
+            commands.append(env)
     return gpu, commands
 
 

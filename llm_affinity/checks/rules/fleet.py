@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from ...common.definitions import ROUTER_TAG
+from ...common.definitions import ROLE_OTHER, ROLE_TAG, ROUTER_TAG
 from ..model import Fleet, Model, Resource, TargetGroup
 from .base import Hit, Result, Unknown, rule
 from .common import DOCS_ALB_STICKY, DOCS_ALB_TG, inference_target_groups, invalid, rejected, unresolved, when
@@ -53,15 +53,25 @@ def _capacity(model: Model, tg: TargetGroup) -> Any:
     inference_only=True,
     rationale="Round robin / least-outstanding-requests scatter a session's turns across instances; every "
     "turn recomputes the accumulated prefix on an instance whose cache does not hold it. A target "
-    "group serves inference when it is tagged llm-affinity:role=inference or its targets (Auto "
-    "Scaling groups, EC2 instances, ECS services) are accelerated or start vLLM, SGLang or TGI; "
-    "compute whose instance type could not be resolved is listed as unknown here.",
+    "group serves LLM inference when it is tagged llm-affinity:role=inference or its targets (Auto "
+    "Scaling groups, EC2 instances, ECS services) name an LLM server (vLLM, SGLang, TGI, Ollama, "
+    "NVIDIA NIM, llama.cpp, ...) in their image, command, environment or user data. Listed as "
+    "unknown here: compute whose instance type could not be resolved, and accelerated compute "
+    "with no sign of an LLM server (serving role unknown). Compute tagged "
+    "llm-affinity:role=other is not judged; it is listed under suppressed with the reason from "
+    "the tag llm-affinity:role-reason.",
     remediation="Enable stickiness (lb_cookie or app_cookie on an ALB, source_ip on an NLB) on the inference target group.",
     docs=DOCS_ALB_STICKY,
 )
 def fleet001(model: Model) -> Iterator[Result]:
     for resource, value in model.serving_unknowns:
         yield Unknown(resource, value)
+    for resource, verdict in model.silenced:  # recorded as suppressed (serving.SILENCING_RULE)
+        branch = f" when {verdict.when}" if verdict.when else ""
+        yield Hit(
+            resource,
+            f"{resource.id} is not judged as LLM inference: tagged {ROLE_TAG}={ROLE_OTHER} ({verdict.reason}{branch})",
+        )
     for tg in inference_target_groups(model):
         sticky = tg.settings.sticky
         if unresolved(sticky):
