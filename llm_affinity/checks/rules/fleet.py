@@ -9,7 +9,8 @@ import re
 from typing import Any, Iterator
 
 from ...common.definitions import ROLE_OTHER, ROLE_TAG, ROUTER_TAG
-from ..model import Fleet, Model, Resource, TargetGroup
+from ..model import Fleet, Model, Resource
+from ..replicas import several
 from .base import Hit, Result, Unknown, rule
 from .common import DOCS_ALB_STICKY, DOCS_ALB_TG, inference_target_groups, invalid, rejected, unresolved, when
 
@@ -27,21 +28,6 @@ _PREFIX_CACHING_OFF = re.compile(
 LOAD_ALARM_PATTERN = re.compile(
     r"num_requests_waiting|requests_waiting|queue|RequestCountPerTarget|imbalance|hot_?replica", re.IGNORECASE
 )
-
-
-def _capacity(model: Model, tg: TargetGroup) -> Any:
-    """Can the group hold more than one serving process? True, False or None (unknown)."""
-    sizes: list[Any] = [f.max_size for f in model.fleets_for(tg)]
-    for service in model.services_for(tg):
-        sizes += [service.desired, service.max_count]
-    known = [s for s in sizes if isinstance(s, int) and not isinstance(s, bool)]
-    if any(s > 1 for s in known) or (isinstance(tg.target_count, int) and tg.target_count > 1):
-        return True
-    if any(unresolved(s) for s in sizes) or (not sizes and not isinstance(tg.target_count, int)):
-        return None
-    if not sizes and tg.target_count == 0:
-        return None  # no targets listed: registered elsewhere
-    return False
 
 
 @rule(
@@ -79,7 +65,7 @@ def fleet001(model: Model) -> Iterator[Result]:
             continue
         if sticky is True:
             continue
-        capacity = _capacity(model, tg)
+        capacity = several(model, tg)
         if capacity is None:
             yield Unknown(tg, "number of instances (Auto Scaling group MaxSize, ECS DesiredCount or targets)")
         elif capacity:
