@@ -353,10 +353,10 @@ def test_unexpected_failure_building_one_model_costs_that_input_only(tmp_path, m
     ok = good(tmp_path, "ok.yaml")
     real = inputs.model_from_template
 
-    def explode(tf):
+    def explode(tf, *args, **kwargs):
         if tf.path == bad:
             raise ZeroDivisionError("boom")
-        return real(tf)
+        return real(tf, *args, **kwargs)
 
     monkeypatch.setattr(inputs, "model_from_template", explode)
     report = lint_module.lint_paths([bad, ok])
@@ -497,7 +497,10 @@ def test_text_output_escapes_control_characters(tmp_path):
     assert proc.returncode == 1
     out = proc.stdout.decode("utf-8")
     assert "\x1b" not in out and "\x07" not in out and "\x00" not in out and "\u202e" not in out
-    assert "target group Tg\\x1b]0;pwned\\x07\\x1b[2J\\u202e\\x00x has stickiness enabled" in out
+    assert (
+        "target group Tg\\x1b]0;pwned\\x07\\x1b[2J\\u202e\\x00x enables stickiness with load_balancing.cross_zone.enabled=false"
+        in out
+    )
 
 
 @pytest.mark.parametrize("fmt", ["junit", "sarif", "json"])

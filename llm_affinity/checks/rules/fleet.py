@@ -63,6 +63,9 @@ LOAD_ALARM_PATTERN = re.compile(
 def fleet001(model: Model) -> Iterator[Result]:
     for resource, value in model.serving_unknowns:
         yield Unknown(resource, value)
+    for compute in [*model.fleets, *model.services]:  # serves LLM inference into a group we cannot see
+        if compute.inference and any(unresolved(t) for t in compute.target_group_ids) and not single(model, compute):
+            yield Unknown(compute, "TargetGroupARNs" if isinstance(compute, Fleet) else "LoadBalancers TargetGroupArn")
     for resource, verdict in model.silenced:  # recorded as suppressed (serving.SILENCING_RULE)
         branch = f" when {verdict.when}" if verdict.when else ""
         yield Hit(

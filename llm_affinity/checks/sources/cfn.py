@@ -99,9 +99,16 @@ class _Variant:
         }
 
 
-def model_from_template(tf: TemplateFile) -> Model:
-    """One model per template: every modelled resource in each of its scenarios."""
-    tpl = Template(tf.data)
+#: The resource types a model holds (references between templates join them: stacks.Links).
+MODELLED = frozenset(_MODELLED)
+
+
+def model_from_template(tf: TemplateFile, tpl: Template | None = None, finished: bool = True) -> Model:
+    """One model per template: every modelled resource in each of its scenarios. ``tpl`` is the
+    template ready to resolve (with what the other templates linted with it provide, see
+    :mod:`.stacks`); ``finished=False`` leaves linking and classification to the caller (the
+    templates of one app are judged as one model)."""
+    tpl = tpl if tpl is not None else Template(tf.data, path=tf.path)
     model = Model(scope=tf.path)
     by_type: dict[str, list[_Variant]] = {}
     for logical_id, resource in tpl.resources.items():
@@ -119,7 +126,8 @@ def model_from_template(tf: TemplateFile) -> Model:
                 _Variant(logical_id, _raw_props(resource), props, scenario, label, location, suppressions)
             )
     _Builder(tpl, model, by_type).build()
-    finish(model)
+    if finished:
+        finish(model)
     model.resources_checked = len(tpl.resources)  # every resource was looked at, modelled or not
     return model
 
