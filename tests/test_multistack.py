@@ -275,3 +275,12 @@ def test_a_stage_is_linted_with_its_stacks():
 def test_unrelated_templates_stay_separate_models():
     report = load_paths([str(TWO), str(APPS / "comfyui-gpu-ecs" / "cdk.out")])
     assert [len(m.parts) for m in report.models] == [2, 2]
+
+
+def test_every_resource_of_an_app_is_counted():
+    report = lint_paths([str(TWO)])
+    total = sum(
+        len(json.loads((TWO / f).read_text())["Resources"])
+        for f in ("FleetStack.template.json", "NetworkStack.template.json")
+    )
+    assert report.resources_checked == total == 30

@@ -104,6 +104,7 @@ def _model_all(out: Loaded) -> None:
             models[parsed.path] = model
     out.pending = []
     for group in links.groups(list(models)):
+        checked = sum(models[p].resources_checked for p in group)  # every resource looked at
         model = _merged([models[p] for p in group])
         try:
             finish(model)
@@ -113,7 +114,7 @@ def _model_all(out: Loaded) -> None:
         except Exception as exc:
             out.errors += [ModelError(p, unexpected(exc, "checking this template")) for p in group]
             continue
-        model.resources_checked = sum(models[p].resources_checked for p in group)
+        model.resources_checked = checked
         out.models.append(model)
         out.inputs += group
 
