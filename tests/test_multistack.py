@@ -284,3 +284,37 @@ def test_every_resource_of_an_app_is_counted():
         for f in ("FleetStack.template.json", "NetworkStack.template.json")
     )
     assert report.resources_checked == total == 30
+
+
+REAL = Path(__file__).resolve().parent / "realworld" / "templates"
+
+
+@pytest.mark.parametrize(
+    "folder,parts",
+    [
+        ("aws-samples__aws-refarch-shibboleth", 3),  # S3 TemplateURLs ending with templates/<file>
+        ("aws-samples__container-patterns", 3),  # SAM AWS::Serverless::Application Location
+        ("widdix__aws-cf-templates", 2),  # Fn::ImportValue !Sub '${ParentClusterStack}-Cluster'
+        ("aws-samples__sample-mineru-ecs-gpu-deployment", 2),  # Fn::ImportValue !Sub '${InfraStackName}-...'
+    ],
+)
+def test_public_multi_stack_apps_are_joined(folder, parts):
+    (model,) = load_paths([str(REAL / folder)]).models
+    assert len(model.parts) == parts
+
+
+def test_a_nested_stack_url_that_fits_two_inputs_is_not_a_guess(write):
+    from llm_affinity.checks.sources.intrinsics import Template
+    from llm_affinity.checks.sources.stacks import Links
+
+    parent = write("app/main.yaml", "Resources: {}\n")
+    a = write("app/a/templates/child.yaml", "Resources: {}\n")
+    b = write("app/b/templates/child.yaml", "Resources: {}\n")
+    folder = str(Path(parent).parent)
+    url = "https://\u2047.s3.amazonaws.com/\u2047templates/child.yaml"
+    links = Links(set())
+    links.add(Template({"Resources": {}}, path=a))
+    assert links._by_url_tail(folder, url).path == a  # one input fits
+    links.add(Template({"Resources": {}}, path=b))
+    assert links._by_url_tail(folder, url) is None  # two fit: unknown, never a guess
+    assert links._by_url_tail(folder, "https://\u2047.s3.amazonaws.com/\u2047templates/other.yaml") is None

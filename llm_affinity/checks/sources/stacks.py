@@ -10,7 +10,8 @@ nested stages of an assembly) this module resolves, across them:
 * ``Fn::GetAtt <stack>.Outputs.X`` of an ``AWS::CloudFormation::Stack`` (or a SAM
   ``AWS::Serverless::Application``) against the child template's outputs, the child found through
   CDK's ``aws:asset:path`` metadata, the asset manifest (``*.assets.json``) whose S3 object key
-  ends the ``TemplateURL``, or a local ``TemplateURL``/``Location``;
+  ends the ``TemplateURL``, a local ``TemplateURL``/``Location``, or the one input below the
+  parent's folder whose path ends like an S3 ``TemplateURL`` (``.../templates/service.yaml``);
 * the ``Parameters`` a parent stack passes to such a child (a parameter then takes the parent's
   value, never its own default).
 
@@ -155,10 +156,30 @@ class Links:
                 if found is not None:
                     return found
             if isinstance(where, Partial) or "://" in where:
-                continue
-            found = self.by_path.get(os.path.normpath(os.path.join(folder, where.strip())))
+                found = self._by_url_tail(folder, where)
+            else:
+                found = self.by_path.get(os.path.normpath(os.path.join(folder, where.strip())))
             if found is not None:
                 return found
+        return None
+
+    def _by_url_tail(self, folder: str, url: str) -> Template | None:
+        """The one input under ``folder`` whose path ends with the longest tail of ``url``'s
+        path that some input ends with (``https://${Bucket}.s3.amazonaws.com/${Folder}templates/
+        service.yaml`` → ``templates/service.yaml``); None when none does or several do."""
+        known = url.rsplit(PLACEHOLDER, 1)[-1]
+        if "://" in known:
+            known = known.split("://", 1)[1].partition("/")[2]
+        parts = [p for p in known.split("/") if p]
+        base = os.path.normpath(folder)
+        inside = [(path, t) for path, t in self.by_path.items() if path.startswith(base + os.sep) or base == "."]
+        for size in range(len(parts), 0, -1):
+            tail = os.sep + os.sep.join(parts[-size:])
+            found = [t for path, t in inside if (os.sep + path).endswith(tail)]
+            if len(found) == 1:
+                return found[0]
+            if found:
+                return None  # several inputs fit: not a guess
         return None
 
     # -- what templates ask for -------------------------------------------------------------
