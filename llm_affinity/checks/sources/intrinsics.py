@@ -42,6 +42,11 @@ TEMPLATE_WORK_BASE = 500_000
 TEMPLATE_WORK_PER_VALUE = 4
 #: ... and never more than this per template (about 3 s of resolution on a slow machine).
 MAX_TEMPLATE_WORK = 4_000_000
+#: Values Fn::FindInMap may bring in from Mappings, across the whole template. A fixed amount,
+#: not a multiple of the template's size: 5,000 target groups each looking up a 20,000-item
+#: list once took 4M values of resolution (and as many attributes to read) before the work
+#: budget stopped them; lookups of honest templates are scalars or short lists.
+MAX_TEMPLATE_EXPANSION = 250_000
 #: Stands for a YAML alias expansion that went over the budget (template_file.py): resolves to
 #: UNKNOWN, reported as too large to resolve.
 TOO_LARGE_MARKER = "Fn::LlmAffinityTooLargeToResolve"
@@ -120,6 +125,8 @@ class Template:
         self._condition_cache: dict[tuple, Any] = {}
         self.work = 0  # values visited so far (MAX_TEMPLATE_WORK)
         self.text = 0  # characters built so far (MAX_TEMPLATE_TEXT)
+        self.expanded = 0  # values brought in by Fn::FindInMap so far (MAX_TEMPLATE_EXPANSION)
+        self._sizes: dict[int, int] = {}  # id(mapping value) → values it holds
         self._limit = 0  # work allowed to the resolution under way
         self._flagged = False  # some value of the resolution under way was too large
         self._budget: int | None = None  # work allowed to the whole template
@@ -286,6 +293,16 @@ class Template:
         if size > MAX_TEXT or self.text + size > MAX_TEMPLATE_TEXT:
             raise _ValueTooLarge
         self.text += size
+
+    def spend_expansion(self, value: Any) -> None:
+        """Account for the values ``value`` (a mapping's entry) brings into the template;
+        raises when the template's expansion budget is spent (that value is too large)."""
+        key = id(value)
+        if key not in self._sizes:
+            self._sizes[key] = _count_values(value, MAX_TEMPLATE_EXPANSION + 1)
+        if self.expanded + self._sizes[key] > MAX_TEMPLATE_EXPANSION:
+            raise _ValueTooLarge
+        self.expanded += self._sizes[key]
 
     def spend_work(self, units: int) -> None:
         self.work += units
@@ -565,6 +582,7 @@ def _fn_find_in_map(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
         if len(arg) > 3 and isinstance(arg[3], dict) and "DefaultValue" in arg[3]:
             return tpl.resolve(arg[3]["DefaultValue"], scenario, depth)
         return UNKNOWN
+    tpl.spend_expansion(value)  # bounded across the template, not only per value
     return tpl.resolve(value, scenario, depth)
 
 
