@@ -179,7 +179,7 @@ def _inference_fleets(model: Model) -> list[Resource]:
     """Fleets to watch where more than one replica can exist: serving Auto Scaling groups, else
     serving target groups without one."""
     fleets: list[Resource] = [f for f in model.fleets if f.inference]
-    covered = {id(tg) for f in fleets for tg in model.target_groups if tg in _groups_of_fleet(model, f)}
+    covered = {id(tg) for f in fleets for tg in _groups_of_fleet(model, f)}
     out = [f for f in fleets if not single(model, f)]
     out += [tg for tg in model.target_groups if tg.inference and id(tg) not in covered and not single(model, tg)]
     return out
