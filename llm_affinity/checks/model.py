@@ -265,6 +265,9 @@ class TargetGroup(Resource):
     #: The most replicas (serving processes) that can sit behind it: int, or Unresolved. ``None``
     #: until :func:`..replicas.derive` sums what is registered (sources may set it themselves).
     max_replicas: Any = None
+    #: What the known part of that bound already allows when the whole is unresolved (an Auto
+    #: Scaling group of MaxSize 4 next to targets registered elsewhere): set by ``derive``.
+    replicas_at_least: int = 0
 
     @property
     def inference(self) -> bool:

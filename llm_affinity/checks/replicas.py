@@ -87,8 +87,12 @@ def _parts(model: Model, tg: TargetGroup) -> list[Any]:
 
 
 def target_group_bound(model: Model, tg: TargetGroup) -> Any:
+    return _sum(_parts(model, tg))
+
+
+def _sum(parts: list[Any]) -> Any:
     total = 0
-    for part in _parts(model, tg):
+    for part in parts:
         if isinstance(part, Unresolved):
             return part
         total += part
@@ -106,7 +110,9 @@ def derive(model: Model) -> None:
             service.max_replicas = service_bound(service)
     for tg in model.target_groups:
         if tg.max_replicas is None:
-            tg.max_replicas = target_group_bound(model, tg)
+            parts = _parts(model, tg)
+            tg.max_replicas = _sum(parts)
+            tg.replicas_at_least = sum(p for p in parts if _known(p))
 
 
 def several(model: Model, resource: Resource) -> bool | None:
@@ -117,10 +123,8 @@ def several(model: Model, resource: Resource) -> bool | None:
     bound = getattr(resource, "max_replicas", None)
     if _known(bound):
         return bound > 1
-    if isinstance(resource, TargetGroup):
-        known = [p for p in _parts(model, resource) if _known(p)]
-        if sum(known) > 1:
-            return True
+    if isinstance(resource, TargetGroup) and resource.replicas_at_least > 1:
+        return True
     return None
 
 

@@ -15,6 +15,7 @@ every other input is still read. Inputs are untrusted (a ``cdk.out`` in a pull r
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import stat
@@ -73,17 +74,27 @@ def load_paths(paths: Iterable[str]) -> Loaded:
     templates read are then modelled together: what one imports from another (or a nested
     stack from its parent) is resolved across them (:mod:`.stacks`)."""
     out = Loaded()
-    for path in paths:
-        path = os.fspath(path)
-        try:
-            _load_one(path, out)
-        except RecursionError:
-            out.errors.append(ModelError(path, "nesting too deep to read"))
-        except MemoryError:
-            out.errors.append(ModelError(path, "ran out of memory reading this input"))
-        except Exception as exc:  # isolation: one input's failure never drops the others
-            out.errors.append(ModelError(path, unexpected(exc, "reading this input")))
-    _model_all(out)
+    # Every template stays parsed until all are read (one may import from a later one): the
+    # collector's passes over those many small, acyclic objects made a 20-stack cdk.out 40%
+    # slower. It is off while they live, and back on (a pass then frees any cycle) at the end.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for path in paths:
+            path = os.fspath(path)
+            try:
+                _load_one(path, out)
+            except RecursionError:
+                out.errors.append(ModelError(path, "nesting too deep to read"))
+            except MemoryError:
+                out.errors.append(ModelError(path, "ran out of memory reading this input"))
+            except Exception as exc:  # isolation: one input's failure never drops the others
+                out.errors.append(ModelError(path, unexpected(exc, "reading this input")))
+        _model_all(out)
+    finally:
+        if collecting:
+            gc.enable()
+            gc.collect(1)  # the young generations once, not pass after pass while rules run
     return out
 
 
@@ -103,7 +114,9 @@ def _model_all(out: Loaded) -> None:
         if model is not None:
             models[parsed.path] = model
     out.pending = []
-    for group in links.groups(list(models)):
+    groups = links.groups(list(models))
+    links.close()
+    for group in groups:
         checked = sum(models[p].resources_checked for p in group)  # every resource looked at
         model = _merged([models[p] for p in group])
         try:

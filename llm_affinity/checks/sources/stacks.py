@@ -257,6 +257,19 @@ class Links:
             return exact
         return [e for e in self.partial if e.pattern is not None and e.pattern.fullmatch(name)]
 
+    def close(self) -> None:
+        """Forget the templates (each points back here: without this the parsed templates, a
+        cycle, would live until the collector's next full pass)."""
+        for template in self.templates:
+            template.links = None
+        self.templates.clear()
+        self.by_path.clear()
+        self.exact.clear()
+        self.partial.clear()
+        self.children.clear()
+        self.parents.clear()
+        self._cache.clear()
+
     # -- the apps --------------------------------------------------------------------------
 
     def groups(self, paths: list[str]) -> list[list[str]]:
