@@ -63,7 +63,9 @@ class ServiceStack(cdk.Stack):
             cluster=cluster,
             task_definition=task,
             desired_count=2,
-            capacity_provider_strategies=[ecs.CapacityProviderStrategy(capacity_provider=provider.capacity_provider_name, weight=1)],
+            capacity_provider_strategies=[
+                ecs.CapacityProviderStrategy(capacity_provider=provider.capacity_provider_name, weight=1)
+            ],
         )
         alb = elbv2.ApplicationLoadBalancer(self, "Alb", vpc=vpc, internet_facing=True)
         listener = alb.add_listener("Http", port=80)
@@ -80,7 +82,5 @@ class ServiceStack(cdk.Stack):
 
 app = cdk.App(outdir="cdk.out")
 clusters = ClusterStack(app, "ClusterStack", env=ENV)
-ServiceStack(
-    app, "ServiceStack", vpc=clusters.vpc, cluster=clusters.cluster, provider=clusters.provider, env=ENV
-)
+ServiceStack(app, "ServiceStack", vpc=clusters.vpc, cluster=clusters.cluster, provider=clusters.provider, env=ENV)
 app.synth()

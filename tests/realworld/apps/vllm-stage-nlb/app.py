@@ -78,7 +78,9 @@ class ServiceStack(cdk.Stack):
             cluster=cluster,
             task_definition=task,
             desired_count=3,
-            capacity_provider_strategies=[ecs.CapacityProviderStrategy(capacity_provider=provider.capacity_provider_name, weight=1)],
+            capacity_provider_strategies=[
+                ecs.CapacityProviderStrategy(capacity_provider=provider.capacity_provider_name, weight=1)
+            ],
         )
         service.attach_to_network_target_group(target_group)
 
