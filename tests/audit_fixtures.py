@@ -28,8 +28,10 @@ docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest \\
 """
 
 #: Rules that cannot be set up in moto 5.2.5: it rejects the configuration (ALB008 source_ip on
-#: HTTP / lb_cookie on TCP; NLB001 stickiness on TLS), exactly as AWS does.
-NOT_LIVE_FIREABLE = {"ALB008", "NLB001"}
+#: HTTP / lb_cookie on TCP; NLB001 stickiness on TLS), exactly as AWS does; or it drops the
+#: setting (ALB012: TargetControlPort is accepted but never returned; the API shape is tested
+#: in test_normalize.py through sources/aws/build.py).
+NOT_LIVE_FIREABLE = {"ALB008", "ALB012", "NLB001"}
 
 
 def fake_credentials(env: dict | None = None) -> dict:
@@ -539,12 +541,17 @@ def capacity_strategy_hook(session: Any) -> None:
     session.events.register("after-call.ecs.DescribeServices", add)
 
 
+#: User data of the GPU instances of :func:`seed_serving`: it starts vLLM (LLM serving evidence).
+GPU_USER_DATA = "#!/bin/bash\ndocker run --gpus all -p 8000:8000 vllm/vllm-openai:latest --model m\n"
+
+
 def seed_serving(region: str = "us-east-1", endpoint_url: str | None = None) -> dict[str, str]:
     """Serving compute behind non-sticky target groups of one ALB, none of them tagged:
-    ``tg_gpu`` (two g5.xlarge instances registered by id: FLEET001), ``tg_cpu`` (two t3.micro
-    instances with harmless user data: nothing), ``tg_ecs`` (a vLLM ECS service reserving a GPU,
-    two tasks: FLEET001) and ``tg_cp`` (a plain-image service whose capacity provider's Auto
-    Scaling group runs g5.xlarge, two tasks: FLEET001 — needs :func:`capacity_strategy_hook`)."""
+    ``tg_gpu`` (two g5.xlarge instances registered by id, their user data starts vLLM: FLEET001),
+    ``tg_cpu`` (two t3.micro instances with harmless user data: nothing), ``tg_ecs`` (a vLLM ECS
+    service reserving a GPU, two tasks, scaled up to 6 by Application Auto Scaling: FLEET001) and ``tg_cp`` (a plain-image service whose
+    capacity provider's Auto Scaling group runs g5.xlarge, two tasks: accelerated with no LLM
+    server, listed as of unknown role — needs :func:`capacity_strategy_hook`)."""
     c = Clients(region, endpoint_url)
     kw: dict[str, Any] = {"region_name": region}
     if endpoint_url:
@@ -555,7 +562,7 @@ def seed_serving(region: str = "us-east-1", endpoint_url: str | None = None) -> 
     for port, key in enumerate(("tg_gpu", "tg_cpu", "tg_ecs", "tg_cp"), start=80):
         out[key] = c.tg(f"serving-{key[3:]}", vpc)
         c.listener(out["alb"], [out[key]], port=port)
-    ids = _instances(c, subnets[0], "g5.xlarge")
+    ids = _instances(c, subnets[0], "g5.xlarge", user_data=GPU_USER_DATA)
     c.elb.register_targets(TargetGroupArn=out["tg_gpu"], Targets=[{"Id": i} for i in ids])
     ids = _instances(c, subnets[0], "t3.micro", user_data="#!/bin/bash\necho hello\n")
     c.elb.register_targets(TargetGroupArn=out["tg_cpu"], Targets=[{"Id": i} for i in ids])
@@ -582,6 +589,13 @@ def seed_serving(region: str = "us-east-1", endpoint_url: str | None = None) -> 
         desiredCount=2,
         loadBalancers=[{"targetGroupArn": out["tg_ecs"], "containerName": "vllm", "containerPort": 8000}],
     )["service"]["serviceArn"]
+    boto3.client("application-autoscaling", **kw).register_scalable_target(
+        ServiceNamespace="ecs",
+        ResourceId="service/serving/vllm",
+        ScalableDimension="ecs:service:DesiredCount",
+        MinCapacity=2,
+        MaxCapacity=6,
+    )
     out["lt"] = c.launch_template("capacity-lt", "g5.xlarge", None)
     out["asg"] = c.asg("capacity-asg", subnets, [], template=out["lt"])
     ecs.create_capacity_provider(name="gpu-capacity", autoScalingGroupProvider={"autoScalingGroupArn": out["asg"]})

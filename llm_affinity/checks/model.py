@@ -28,7 +28,14 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..common.definitions import IGNORE_TAG, ROLE_INFERENCE, ROLE_TAG, ROUTER_TAG  # noqa: F401  (re-exported)
+from ..common.definitions import (  # noqa: F401  (re-exported)
+    IGNORE_TAG,
+    LEVEL_ACCELERATOR_ONLY,
+    LEVEL_LLM,
+    ROLE_INFERENCE,
+    ROLE_TAG,
+    ROUTER_TAG,
+)
 
 
 class _Unknown:
@@ -92,6 +99,26 @@ def is_invalid(value: Any) -> bool:
 
 
 @dataclass(frozen=True)
+class ForeignId:
+    """A reference to a resource of another template of the same app (``Fn::ImportValue``, a
+    nested stack's outputs, a parameter a parent stack passes): its file and logical id."""
+
+    file: str
+    logical_id: str
+
+    def __str__(self) -> str:
+        return self.logical_id
+
+
+def ref_key(ref: Any, like: "Resource | None") -> tuple[Any, Any]:
+    """(file, id) a reference made by ``like`` points to: a :class:`ForeignId` names its file;
+    any other id (a logical id, an ARN) is ``like``'s own file's (None for live resources)."""
+    if isinstance(ref, ForeignId):
+        return ref.file, ref.logical_id
+    return (like.location.file if like is not None else None), ref
+
+
+@dataclass(frozen=True)
 class Candidate:
     """One value a setting may take, and the branch it takes it in (``None``: always)."""
 
@@ -127,6 +154,9 @@ class Location:
 class Suppression:
     rule_id: str
     reason: str | None
+    #: ``ignore``: written as a suppression; ``role``: the resource is tagged
+    #: ``llm-affinity:role=other`` (what that silenced is recorded under FLEET001).
+    via: str = "ignore"
 
 
 # --- resources -------------------------------------------------------------------------------
@@ -161,10 +191,18 @@ class Resource:
 
 @dataclass(frozen=True)
 class Serving:
-    """Why a target group or compute serves inference, and in which branch (``None``: always)."""
+    """Why a target group or compute serves, in which branch (``None``: always), and the level
+    of the evidence (:data:`LEVEL_LLM`: the role tag or an LLM server named;
+    :data:`LEVEL_ACCELERATOR_ONLY`: accelerated compute with no sign of an LLM server). Only
+    ``llm`` serving is judged by inference rules."""
 
     reason: str
     when: str | None = None
+    level: str = LEVEL_LLM
+
+    @property
+    def llm(self) -> bool:
+        return self.level == LEVEL_LLM
 
 
 @dataclass(frozen=True)
@@ -183,6 +221,8 @@ class TargetGroupSettings:
     algorithm: Any  # round_robin | least_outstanding_requests | weighted_random
     anomaly_mitigation: Any  # "on" | "off"
     deregistration_delay: Any  # int seconds
+    #: ``TargetControlPort``: the ALB target optimizer's port (int), or None (not used).
+    target_control_port: Any = None
 
     @property
     def cookie_duration(self) -> Any:
@@ -222,10 +262,17 @@ class TargetGroup(Resource):
     target_ids: list[Any] = field(default_factory=list)  # Targets[].Id (logical ids, instance ids, IPs)
     load_balancer_ids: list[str] = field(default_factory=list)  # filled by Model.link()
     serving: Serving | None = None  # filled by serving.classify()
+    #: The most replicas (serving processes) that can sit behind it: int, or Unresolved. ``None``
+    #: until :func:`..replicas.derive` sums what is registered (sources may set it themselves).
+    max_replicas: Any = None
+    #: What the known part of that bound already allows when the whole is unresolved (an Auto
+    #: Scaling group of MaxSize 4 next to targets registered elsewhere): set by ``derive``.
+    replicas_at_least: int = 0
 
     @property
     def inference(self) -> bool:
-        return self.serving is not None
+        """Serves LLM inference (the level inference rules judge)."""
+        return self.serving is not None and self.serving.llm
 
     @property
     def family(self) -> Any:
@@ -286,10 +333,14 @@ class Fleet(Resource):
     health_check_grace_period: Any = 0
     lifecycle_transitions: list[Any] = field(default_factory=list)
     serving: Serving | None = None  # filled by serving.classify()
+    #: The most instances the group can hold (``MaxSize``): int, or Unresolved. ``None`` until
+    #: :func:`..replicas.derive` fills it (sources may set it themselves).
+    max_replicas: Any = None
 
     @property
     def inference(self) -> bool:
-        return self.serving is not None
+        """Serves LLM inference (the level inference rules judge)."""
+        return self.serving is not None and self.serving.llm
 
     @property
     def attached(self) -> bool:
@@ -317,9 +368,16 @@ class Service(Resource):
     gpu: Any = False  # the task definition requests GPUs: bool or Unresolved
     commands: list[str] = field(default_factory=list)  # images, commands, entry points
     capacity_fleet_ids: list[Any] = field(default_factory=list)
-    desired: Any = None
-    max_count: Any = None  # Application Auto Scaling MaxCapacity, when found
+    desired: Any = 1  # DesiredCount (CloudFormation default 1); Unresolved for DAEMON services
+    max_count: Any = None  # Application Auto Scaling MaxCapacity, when a scalable target was found
     serving: Serving | None = None
+    #: The most tasks the service can run (the larger of DesiredCount and MaxCapacity): int, or
+    #: Unresolved. ``None`` until :func:`..replicas.derive` fills it.
+    max_replicas: Any = None
+
+    @property
+    def inference(self) -> bool:
+        return self.serving is not None and self.serving.llm
 
 
 @dataclass
@@ -371,10 +429,16 @@ class Model:
     unreadable: set[str] = field(default_factory=set)
     resources_checked: int = 0
     #: Compute whose serving status could not be decided, with the value that was missing
-    #: (e.g. an Auto Scaling group whose InstanceType did not resolve); FLEET001 lists them.
+    #: (e.g. an Auto Scaling group whose InstanceType did not resolve, or an accelerated fleet
+    #: with no sign of an LLM server: "serving role unknown"); FLEET001 lists them.
     serving_unknowns: list[tuple[Resource, str]] = field(default_factory=list)
+    #: Compute with serving evidence that ``llm-affinity:role=other`` silenced, with the
+    #: evidence; FLEET001 records each under ``suppressed`` with the reason.
+    silenced: list[tuple[Resource, Serving]] = field(default_factory=list)
     #: Thresholds the run was asked for (see rules.base.Settings); set by the engine.
     settings: Any = None
+    #: The inputs (template paths) an app's model was built from, when more than one.
+    parts: list[str] = field(default_factory=list)
     _lookup: "_Index | None" = field(default=None, repr=False, compare=False)
 
     # -- lookups ---------------------------------------------------------------------------
@@ -398,17 +462,20 @@ class Model:
             self._lookup = _Index(self)
         return self._lookup
 
+    def _by_id(self, kind: str, ref: Any, like: Resource | None) -> list[Any]:
+        return self._index().by_id.get((kind, *ref_key(ref, like)), [])
+
     def load_balancers_by_id(self, lb_id: Any, like: Resource | None = None) -> list[LoadBalancer]:
-        return [lb for lb in self._index().by_id.get(("lb", lb_id), []) if compatible(lb, like)]
+        return [lb for lb in self._by_id("lb", lb_id, like) if compatible(lb, like)]
 
     def target_groups_by_id(self, tg_id: Any, like: Resource | None = None) -> list[TargetGroup]:
-        return [tg for tg in self._index().by_id.get(("tg", tg_id), []) if compatible(tg, like)]
+        return [tg for tg in self._by_id("tg", tg_id, like) if compatible(tg, like)]
 
     def fleets_by_id(self, fleet_id: Any, like: Resource | None = None) -> list[Fleet]:
-        return [f for f in self._index().by_id.get(("fleet", fleet_id), []) if compatible(f, like)]
+        return [f for f in self._by_id("fleet", fleet_id, like) if compatible(f, like)]
 
     def engines_by_id(self, engine_id: Any, like: Resource | None = None) -> list[EngineHost]:
-        return [e for e in self._index().by_id.get(("engine", engine_id), []) if compatible(e, like)]
+        return [e for e in self._by_id("engine", engine_id, like) if compatible(e, like)]
 
     def load_balancers_for(self, tg: TargetGroup) -> list[LoadBalancer]:
         """Every (compatible variant of a) load balancer that forwards to ``tg``."""
@@ -419,24 +486,25 @@ class Model:
 
     def target_groups_behind(self, lb: LoadBalancer) -> list[TargetGroup]:
         """Target groups a load balancer forwards to (compatible variants)."""
-        return [tg for tg in self._index().tgs_by_lb.get(lb.id, []) if compatible(tg, lb)]
+        return [tg for tg in self._index().tgs_by_lb.get(_own_key(lb), []) if compatible(tg, lb)]
 
-    def listener_by_id(self, listener_id: Any) -> list[Listener]:
-        return [ls for ls in self._index().by_id.get(("listener", listener_id), []) if ls.listener_id is None]
+    def listener_by_id(self, listener_id: Any, like: Resource | None = None) -> list[Listener]:
+        return [ls for ls in self._by_id("listener", listener_id, like) if ls.listener_id is None]
 
     def effective_lb_id(self, listener: Listener) -> Any:
-        """The load balancer of a listener, or of the listener a rule belongs to."""
+        """The load balancer of a listener, or of the listener a rule belongs to (as a reference
+        made by ``listener``: a :class:`ForeignId` when it lives in another template)."""
         if listener.listener_id is None:
             return listener.load_balancer_id
-        for parent in self.listener_by_id(listener.listener_id):
-            return parent.load_balancer_id
+        for parent in self.listener_by_id(listener.listener_id, listener):
+            return relative(parent.load_balancer_id, parent, listener)
         return Unresolved("listener outside this model")
 
     def fleets_for(self, tg: TargetGroup) -> list[Fleet]:
-        return [f for f in self._index().fleets_by_tg.get(tg.id, []) if compatible(f, tg)]
+        return [f for f in self._index().fleets_by_tg.get(_own_key(tg), []) if compatible(f, tg)]
 
     def services_for(self, tg: TargetGroup) -> list[Service]:
-        return [s for s in self._index().services_by_tg.get(tg.id, []) if compatible(s, tg)]
+        return [s for s in self._index().services_by_tg.get(_own_key(tg), []) if compatible(s, tg)]
 
     def instances_for(self, tg: TargetGroup) -> list[EngineHost]:
         out: list[EngineHost] = []
@@ -445,10 +513,10 @@ class Model:
         return out
 
     def forwards_to(self, tg: TargetGroup) -> list[tuple[Listener, Forward]]:
-        return [(ls, fw) for ls, fw in self._index().forwards_by_tg.get(tg.id, []) if compatible(ls, tg)]
+        return [(ls, fw) for ls, fw in self._index().forwards_by_tg.get(_own_key(tg), []) if compatible(ls, tg)]
 
     def variant_count(self, resource: Resource) -> int:
-        return self._index().variants.get((resource.type, resource.id), 1)
+        return self._index().variants.get((resource.type, *_own_key(resource)), 1)
 
     # -- post-processing, called by sources once everything is loaded ---------------------
     # (assemble.finish links, classifies and counts: the model itself knows no rule or verdict)
@@ -460,17 +528,37 @@ class Model:
             ids = list(tg.load_balancer_ids)
             for ls, _ in self.forwards_to(tg):
                 lb_id = self.effective_lb_id(ls)
-                if not isinstance(lb_id, Unresolved) and lb_id not in ids:
+                if isinstance(lb_id, Unresolved):
+                    continue
+                lb_id = relative(lb_id, ls, tg)
+                if lb_id not in ids:
                     ids.append(lb_id)
             tg.load_balancer_ids = ids
         self._lookup = None  # load_balancer_ids changed
 
 
+def _own_key(resource: Resource) -> tuple[Any, Any]:
+    return resource.location.file, resource.id
+
+
+def relative(ref: Any, made_by: Resource, seen_from: Resource) -> Any:
+    """A reference ``made_by`` one resource, rewritten as ``seen_from`` another would make it
+    (a :class:`ForeignId` when the target lives in another file than ``seen_from``)."""
+    if isinstance(ref, Unresolved):
+        return ref
+    file, logical_id = ref_key(ref, made_by)
+    if file == seen_from.location.file:
+        return logical_id
+    return ForeignId(file, logical_id) if file is not None else logical_id
+
+
 class _Index:
-    """Resources of a model by id and by relation; lists are in model order."""
+    """Resources of a model by (kind, file, id) and by relation; lists are in model order. A
+    reference is always read from the file of the resource that makes it, so the templates of
+    one app (linted together) can share a model while their logical ids overlap."""
 
     def __init__(self, model: Model):
-        self.by_id: dict[tuple[str, Any], list[Any]] = {}
+        self.by_id: dict[tuple[str, Any, Any], list[Any]] = {}
         for kind, items in (
             ("lb", model.load_balancers),
             ("tg", model.target_groups),
@@ -479,27 +567,27 @@ class _Index:
             ("engine", model.engines),
         ):
             for item in items:
-                self.by_id.setdefault((kind, item.id), []).append(item)
+                self.by_id.setdefault((kind, *_own_key(item)), []).append(item)
         self.forwards_by_tg: dict[Any, list[tuple[Listener, Forward]]] = {}
         for ls in model.listeners:
             for fw in ls.forwards:
-                for tg_id in dict.fromkeys(fw.target_group_ids):
-                    self.forwards_by_tg.setdefault(tg_id, []).append((ls, fw))
+                for key in dict.fromkeys(ref_key(t, ls) for t in fw.target_group_ids):
+                    self.forwards_by_tg.setdefault(key, []).append((ls, fw))
         self.fleets_by_tg: dict[Any, list[Fleet]] = {}
         for fleet in model.fleets:
-            for tg_id in dict.fromkeys(fleet.target_group_ids):
-                self.fleets_by_tg.setdefault(tg_id, []).append(fleet)
+            for key in dict.fromkeys(ref_key(t, fleet) for t in fleet.target_group_ids):
+                self.fleets_by_tg.setdefault(key, []).append(fleet)
         self.services_by_tg: dict[Any, list[Service]] = {}
         for service in model.services:
-            for tg_id in dict.fromkeys(service.target_group_ids):
-                self.services_by_tg.setdefault(tg_id, []).append(service)
+            for key in dict.fromkeys(ref_key(t, service) for t in service.target_group_ids):
+                self.services_by_tg.setdefault(key, []).append(service)
         self.tgs_by_lb: dict[Any, list[TargetGroup]] = {}
         for tg in model.target_groups:
-            for lb_id in dict.fromkeys(tg.load_balancer_ids):
-                self.tgs_by_lb.setdefault(lb_id, []).append(tg)
-        self.variants: dict[tuple[str, Any], int] = {}
+            for key in dict.fromkeys(ref_key(lb_id, tg) for lb_id in tg.load_balancer_ids):
+                self.tgs_by_lb.setdefault(key, []).append(tg)
+        self.variants: dict[tuple[str, Any, Any], int] = {}
         for r in model.all_resources():
-            key = (r.type, r.id)
+            key = (r.type, *_own_key(r))
             self.variants[key] = self.variants.get(key, 0) + 1
 
 
@@ -515,7 +603,10 @@ def scenario_label(assignment: dict[Any, Any]) -> str | None:
 
 
 def compatible(a: Resource | None, b: Resource | None) -> bool:
-    """False when two variants were built under contradicting assignments."""
+    """False when two variants were built under contradicting assignments (of one template:
+    the parameters and conditions of two templates are different things)."""
     if a is None or b is None or not a.scenario or not b.scenario:
+        return True
+    if a.location.file != b.location.file:
         return True
     return all(b.scenario.get(k, v) == v for k, v in a.scenario.items())

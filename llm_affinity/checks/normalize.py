@@ -20,10 +20,11 @@ import gzip
 import re
 from typing import Any, Callable
 
-from ..common.definitions import ACCELERATOR_TYPES
+from ..common.definitions import ACCELERATOR_TYPES, environment_text
 from .model import (
     ABSENT,
     UNKNOWN,
+    ForeignId,
     Forward,
     Invalid,
     LoadBalancerSettings,
@@ -127,9 +128,10 @@ def as_text(value: Any, what: str = "value") -> Any:
 
 
 def ref_id(value: Any) -> Any:
-    """The logical id a reference points to, a literal (ARN or name), or Unresolved."""
+    """The logical id a reference points to (a :class:`ForeignId` for a resource of another
+    template linted with this one), a literal (ARN or name), or Unresolved."""
     if type(value).__name__ == "ResourceRef":
-        return value.logical_id
+        return ForeignId(value.file, value.logical_id) if value.file else value.logical_id
     if isinstance(value, str) and not _is_opaque(value):
         return value
     return Unresolved("reference not resolvable from the template")
@@ -215,7 +217,15 @@ def target_group(props: dict) -> TargetGroupSettings:
             "load_balancing.algorithm.anomaly_mitigation", lambda v, k: as_word(v, ON_OFF, k), "off"
         ),
         deregistration_delay=attrs.get("deregistration_delay.timeout_seconds", as_int, 300),
+        target_control_port=_optional_int(props.get("TargetControlPort", ABSENT), "TargetControlPort"),
     )
+
+
+def _optional_int(value: Any, what: str) -> Any:
+    """An integer property that may be absent (None), unresolved or invalid."""
+    if value is ABSENT or value is None:
+        return None
+    return as_int(value, what)
 
 
 def load_balancer(props: dict) -> LoadBalancerSettings:
@@ -360,8 +370,9 @@ def decode_base64_user_data(text: str) -> str:
 
 def task_definition(containers: Any) -> tuple[Any, list[str]]:
     """``ContainerDefinitions`` of an ``AWS::ECS::TaskDefinition`` → (GPUs reserved: True,
-    False or Unresolved; images, commands and entry points as text). The live source reshapes
-    ``DescribeTaskDefinition``'s ``containerDefinitions`` into this shape first."""
+    False or Unresolved; images, commands, entry points and environments as text, an
+    environment as ``NAME=value`` lines). The live source reshapes ``DescribeTaskDefinition``'s
+    ``containerDefinitions`` into this shape first."""
     if not isinstance(containers, list):
         return Unresolved("ContainerDefinitions not resolvable"), []
     gpu: Any = False
@@ -376,6 +387,9 @@ def task_definition(containers: Any) -> tuple[Any, list[str]]:
             text = command_text(c.get(key))
             if text:
                 commands.append(text)
+        env = environment_text(c.get("Environment"))
+        if env:
+            commands.append(env)
     return gpu, commands
 
 

@@ -67,6 +67,9 @@ class Hit:
     message: str
     #: The branch the finding holds in (``parameter InstanceType = 'p3.2xlarge'``), if any.
     when: str | None = None
+    #: This finding's severity when it differs from the rule's (only ever lower: ALB009, ALB010
+    #: and FLEET008 are ``info`` on a fleet that can hold one replica; docs/contract.md).
+    severity: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,9 @@ class Rule:
     docs: str
     inference_only: bool
     check: CheckFn
+    #: Judges how sessions spread across replicas: never fires where at most one replica can
+    #: exist (docs/rules.md "Replica bound").
+    spreads_sessions: bool = False
 
     @property
     def failure_code(self) -> str:
@@ -109,6 +115,7 @@ class Rule:
             "failure_mode": self.failure_mode,
             "failure_code": self.failure_code,
             "inference_only": self.inference_only,
+            "spreads_sessions": self.spreads_sessions,
             "rationale": self.rationale,
             "remediation": self.remediation,
             "docs": self.docs,
@@ -129,6 +136,7 @@ def rule(
     remediation: str,
     docs: str,
     inference_only: bool = False,
+    spreads_sessions: bool = False,
 ) -> Callable[[CheckFn], CheckFn]:
     """Register ``fn`` as rule ``id`` with its metadata."""
     if severity not in SEVERITIES:
@@ -141,7 +149,9 @@ def rule(
     def register(fn: CheckFn) -> CheckFn:
         if id in REGISTRY:
             raise ValueError(f"rule {id} registered twice")
-        REGISTRY[id] = Rule(id, title, severity, layer, failure_mode, rationale, remediation, docs, inference_only, fn)
+        REGISTRY[id] = Rule(
+            id, title, severity, layer, failure_mode, rationale, remediation, docs, inference_only, fn, spreads_sessions
+        )
         return fn
 
     return register

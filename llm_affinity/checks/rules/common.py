@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..model import Invalid, LoadBalancer, Model, TargetGroup, Unresolved
+from ..replicas import single
 
 MAX_STICKY_SECONDS = 604800  # 7 days, for cookie durations and group stickiness
 DOCS_ALB_STICKY = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/sticky-sessions.html"
@@ -35,8 +36,9 @@ def rejected(key: str, value: Invalid) -> str:
 
 
 def inference_target_groups(model: Model) -> Iterator[TargetGroup]:
+    """Target groups that serve LLM inference (``llm`` evidence; never ``accelerator-only``)."""
     for tg in model.target_groups:
-        if tg.serving is not None:
+        if tg.inference:
             yield tg
 
 
@@ -51,10 +53,24 @@ def fronted_when(tgs: list[TargetGroup]) -> str | None:
     return None if any(w is None for w in whens) else whens[0]
 
 
-def inference_albs(model: Model) -> Iterator[tuple[LoadBalancer, str | None]]:
+def inference_albs(model: Model) -> Iterator[tuple[LoadBalancer, str | None, list[TargetGroup]]]:
+    """ALBs in front of LLM inference: (load balancer, branch, the inference groups it fronts)."""
     for lb in model.load_balancers:
         if lb.settings is None or lb.settings.lb_type != "application":
             continue
         fronted = [tg for tg in model.target_groups_behind(lb) if tg.inference]
         if fronted:
-            yield lb, fronted_when(fronted)
+            yield lb, fronted_when(fronted), fronted
+
+
+def spreading_target_groups(model: Model) -> Iterator[TargetGroup]:
+    """Inference target groups where more than one replica can (or may) exist: the groups rules
+    about spreading sessions judge (a group that can hold one replica has nowhere to spread)."""
+    for tg in inference_target_groups(model):
+        if not single(model, tg):
+            yield tg
+
+
+#: The severity of operational hygiene findings (ALB009, ALB010, FLEET008) on a fleet that can
+#: hold one replica: never above info.
+ONE_REPLICA_SEVERITY = "info"

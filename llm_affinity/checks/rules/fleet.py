@@ -8,10 +8,21 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from ...common.definitions import ROUTER_TAG
-from ..model import Fleet, Model, Resource, TargetGroup
+from ...common.definitions import ROLE_OTHER, ROLE_TAG, ROUTER_TAG
+from ..model import Fleet, Model, Resource
+from ..replicas import several, single
 from .base import Hit, Result, Unknown, rule
-from .common import DOCS_ALB_STICKY, DOCS_ALB_TG, inference_target_groups, invalid, rejected, unresolved, when
+from .common import (
+    DOCS_ALB_STICKY,
+    DOCS_ALB_TG,
+    ONE_REPLICA_SEVERITY,
+    inference_target_groups,
+    invalid,
+    rejected,
+    spreading_target_groups,
+    unresolved,
+    when,
+)
 
 DOCS_VLLM_PREFIX = "https://docs.vllm.ai/en/latest/features/automatic_prefix_caching.html"
 DOCS_CW_ALARMS = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html"
@@ -29,21 +40,6 @@ LOAD_ALARM_PATTERN = re.compile(
 )
 
 
-def _capacity(model: Model, tg: TargetGroup) -> Any:
-    """Can the group hold more than one serving process? True, False or None (unknown)."""
-    sizes: list[Any] = [f.max_size for f in model.fleets_for(tg)]
-    for service in model.services_for(tg):
-        sizes += [service.desired, service.max_count]
-    known = [s for s in sizes if isinstance(s, int) and not isinstance(s, bool)]
-    if any(s > 1 for s in known) or (isinstance(tg.target_count, int) and tg.target_count > 1):
-        return True
-    if any(unresolved(s) for s in sizes) or (not sizes and not isinstance(tg.target_count, int)):
-        return None
-    if not sizes and tg.target_count == 0:
-        return None  # no targets listed: registered elsewhere
-    return False
-
-
 @rule(
     id="FLEET001",
     title="Multi-instance inference target group without stickiness",
@@ -51,17 +47,31 @@ def _capacity(model: Model, tg: TargetGroup) -> Any:
     layer="routing",
     failure_mode="FM1: low KV hit rate after going multi-instance",
     inference_only=True,
+    spreads_sessions=True,
     rationale="Round robin / least-outstanding-requests scatter a session's turns across instances; every "
     "turn recomputes the accumulated prefix on an instance whose cache does not hold it. A target "
-    "group serves inference when it is tagged llm-affinity:role=inference or its targets (Auto "
-    "Scaling groups, EC2 instances, ECS services) are accelerated or start vLLM, SGLang or TGI; "
-    "compute whose instance type could not be resolved is listed as unknown here.",
+    "group serves LLM inference when it is tagged llm-affinity:role=inference or its targets (Auto "
+    "Scaling groups, EC2 instances, ECS services) name an LLM server (vLLM, SGLang, TGI, Ollama, "
+    "NVIDIA NIM, llama.cpp, ...) in their image, command, environment or user data. Listed as "
+    "unknown here: compute whose instance type could not be resolved, and accelerated compute "
+    "with no sign of an LLM server (serving role unknown). Compute tagged "
+    "llm-affinity:role=other is not judged; it is listed under suppressed with the reason from "
+    "the tag llm-affinity:role-reason.",
     remediation="Enable stickiness (lb_cookie or app_cookie on an ALB, source_ip on an NLB) on the inference target group.",
     docs=DOCS_ALB_STICKY,
 )
 def fleet001(model: Model) -> Iterator[Result]:
     for resource, value in model.serving_unknowns:
         yield Unknown(resource, value)
+    for compute in [*model.fleets, *model.services]:  # serves LLM inference into a group we cannot see
+        if compute.inference and any(unresolved(t) for t in compute.target_group_ids) and not single(model, compute):
+            yield Unknown(compute, "TargetGroupARNs" if isinstance(compute, Fleet) else "LoadBalancers TargetGroupArn")
+    for resource, verdict in model.silenced:  # recorded as suppressed (serving.SILENCING_RULE)
+        branch = f" when {verdict.when}" if verdict.when else ""
+        yield Hit(
+            resource,
+            f"{resource.id} is not judged as LLM inference: tagged {ROLE_TAG}={ROLE_OTHER} ({verdict.reason}{branch})",
+        )
     for tg in inference_target_groups(model):
         sticky = tg.settings.sticky
         if unresolved(sticky):
@@ -69,7 +79,7 @@ def fleet001(model: Model) -> Iterator[Result]:
             continue
         if sticky is True:
             continue
-        capacity = _capacity(model, tg)
+        capacity = several(model, tg)
         if capacity is None:
             yield Unknown(tg, "number of instances (Auto Scaling group MaxSize, ECS DesiredCount or targets)")
         elif capacity:
@@ -88,13 +98,14 @@ def fleet001(model: Model) -> Iterator[Result]:
     layer="routing",
     failure_mode="FM4: a prefix-aware router mistaken for session affinity",
     inference_only=True,
+    spreads_sessions=True,
     rationale="Prefix-level routing is no session guarantee: imbalance thresholds, eviction and low match "
     "rates move a session to another replica.",
     remediation="Measure the per-session hit rate, or add stickiness in front of the router.",
     docs=DOCS_ALB_STICKY,
 )
 def fleet002(model: Model) -> Iterator[Result]:
-    for tg in inference_target_groups(model):
+    for tg in spreading_target_groups(model):
         if tg.tag(ROUTER_TAG) != "prefix-aware":
             continue
         if unresolved(tg.settings.sticky):
@@ -126,9 +137,10 @@ def fleet003(model: Model) -> Iterator[Result]:
             yield Hit(host, f"{host.id} starts vLLM with prefix caching disabled")
 
 
-def _sticky_inference_tgs(model: Model):
-    """Inference target groups that are (or may be: unresolved) sticky."""
-    for tg in inference_target_groups(model):
+def _sticky_inference_tgs(model: Model, spreading: bool = False):
+    """Inference target groups that are (or may be: unresolved) sticky (``spreading``: only those
+    where more than one replica can exist)."""
+    for tg in spreading_target_groups(model) if spreading else inference_target_groups(model):
         if tg.settings.sticky is True or unresolved(tg.settings.sticky):
             yield tg
 
@@ -140,12 +152,15 @@ def _sticky_inference_tgs(model: Model):
     layer="routing",
     failure_mode="FM6: hot replica (sticky without load awareness)",
     inference_only=True,
+    spreads_sessions=True,
     rationale="New sessions land blindly and long, hot sessions pile up on one replica.",
-    remediation="Set load_balancing.algorithm.type=least_outstanding_requests and alarm on load imbalance.",
+    remediation="Set load_balancing.algorithm.type=least_outstanding_requests and alarm on load imbalance "
+    "(the ALB target optimizer caps concurrent requests per target, but not on a sticky target "
+    "group: ALB012).",
     docs=DOCS_ALB_TG,
 )
 def fleet004(model: Model) -> Iterator[Result]:
-    for tg in _sticky_inference_tgs(model):
+    for tg in _sticky_inference_tgs(model, spreading=True):
         s = tg.settings
         if unresolved(s.family):
             yield Unknown(tg, "Protocol")
@@ -161,11 +176,22 @@ def fleet004(model: Model) -> Iterator[Result]:
 
 
 def _inference_fleets(model: Model) -> list[Resource]:
-    """Fleets to watch: serving Auto Scaling groups, else serving target groups without one."""
-    out: list[Resource] = [f for f in model.fleets if f.inference]
-    covered = {tg_id for f in out for tg_id in f.target_group_ids}
-    out += [tg for tg in model.target_groups if tg.inference and tg.id not in covered]
+    """Fleets to watch where more than one replica can exist: serving Auto Scaling groups, else
+    serving target groups without one."""
+    fleets: list[Resource] = [f for f in model.fleets if f.inference]
+    covered = {id(tg) for f in fleets for tg in _groups_of_fleet(model, f)}
+    out = [f for f in fleets if not single(model, f)]
+    out += [tg for tg in model.target_groups if tg.inference and id(tg) not in covered and not single(model, tg)]
     return out
+
+
+def _groups_of_fleet(model: Model, fleet: Fleet) -> list[Any]:
+    return [
+        tg
+        for tg_id in fleet.target_group_ids
+        if not unresolved(tg_id)
+        for tg in model.target_groups_by_id(tg_id, fleet)
+    ]
 
 
 @rule(
@@ -175,9 +201,14 @@ def _inference_fleets(model: Model) -> list[Resource]:
     layer="engine",
     failure_mode="FM6: hot replica goes unnoticed",
     inference_only=True,
+    spreads_sessions=True,
     rationale="Sticky routing can concentrate sessions on one replica; without an alarm on queue depth "
-    "(vllm:num_requests_waiting) or per-target load, it shows only when GPU memory runs out.",
-    remediation="Add a CloudWatch alarm on vLLM's num_requests_waiting or on RequestCountPerTarget imbalance.",
+    "(vllm:num_requests_waiting) or per-target load, it shows only when GPU memory runs out. "
+    "Silent where one replica at most can exist (there is no other replica to balance to).",
+    remediation="Add a CloudWatch alarm on vLLM's num_requests_waiting or on RequestCountPerTarget imbalance. "
+    "On a target group without stickiness, the ALB target optimizer (a target group created with "
+    "TargetControlPort, and the target control agent on each target) also caps concurrent "
+    "requests per target, so no replica runs hot.",
     docs=DOCS_CW_ALARMS,
 )
 def fleet005(model: Model) -> Iterator[Result]:
@@ -235,13 +266,24 @@ def fleet006(model: Model) -> Iterator[Result]:
     inference_only=True,
     rationale="Without an autoscaling:EC2_INSTANCE_TERMINATING hook an instance leaving the group cannot "
     "drain its sessions or hand off their KV cache before it is terminated. Judged only on Auto "
-    "Scaling groups that serve inference through a load balancer.",
+    "Scaling groups that serve inference through a load balancer and can scale in: MinSize < "
+    "MaxSize (a policy, a scheduled action or a manual change can then remove instances, whether "
+    "or not the template defines one) and MaxSize > 1. A group with MinSize = MaxSize, or one that "
+    "can hold a single instance, has no scale-in to drain.",
     remediation="Add a lifecycle hook for autoscaling:EC2_INSTANCE_TERMINATING (with a heartbeat long enough to drain).",
     docs=DOCS_LIFECYCLE,
 )
 def fleet007(model: Model) -> Iterator[Result]:
     for fleet in model.fleets:
         if not fleet.inference:
+            continue
+        low, high = fleet.min_size, fleet.max_size
+        if isinstance(high, int) and high <= 1:
+            continue  # a single instance: no scale-in to drain
+        if isinstance(low, int) and isinstance(high, int) and low >= high:
+            continue  # MinSize = MaxSize: nothing scales in
+        if not isinstance(high, int) or not isinstance(low, int):
+            yield Unknown(fleet, "MaxSize" if not isinstance(high, int) else "MinSize")
             continue
         transitions = [t.strip() if isinstance(t, str) else t for t in fleet.lifecycle_transitions]
         if TERMINATING in transitions:
@@ -265,27 +307,36 @@ def fleet007(model: Model) -> Iterator[Result]:
     inference_only=True,
     rationale="Without ELB health checks an instance whose engine is dead (/health returns 503) stays in "
     "service; with a grace period under 300 s instances are replaced while the model still loads. "
-    "Judged only on Auto Scaling groups that serve inference through a load balancer.",
+    "Judged only on Auto Scaling groups that serve inference through a load balancer; one finding "
+    "per group naming both settings when both fall short; info on a group that can hold one "
+    "instance.",
     remediation="Set HealthCheckType to ELB and HealthCheckGracePeriod to at least 300 s (longer for large models).",
     docs=DOCS_HEALTH,
 )
 def fleet008(model: Model) -> Iterator[Result]:
     for fleet in model.fleets:
         if fleet.inference:
-            yield from _health(fleet)
+            yield from _health(fleet, ONE_REPLICA_SEVERITY if single(model, fleet) else None)
 
 
-def _health(fleet: Fleet) -> Iterator[Result]:
+def _health(fleet: Fleet, severity: str | None) -> Iterator[Result]:
+    """One finding naming every health setting that falls short; unknowns for the others."""
+    problems: list[str] = []
     kind = fleet.health_check_type
-    branch = fleet.serving.when if fleet.serving else None
     if unresolved(kind):
         yield Unknown(fleet, "HealthCheckType")
     elif isinstance(kind, str) and "ELB" not in {p.strip() for p in kind.split(",")}:
-        yield Hit(fleet, f"inference Auto Scaling group {fleet.id} uses HealthCheckType={kind}, not ELB", branch)
+        problems.append(f"uses HealthCheckType={kind}, not ELB")
     grace = fleet.health_check_grace_period
     if unresolved(grace):
         yield Unknown(fleet, "HealthCheckGracePeriod")
     elif isinstance(grace, int) and grace < 300:
+        problems.append(f"has HealthCheckGracePeriod={grace} s (< 300)")
+    if problems:
+        note = " (info: it can hold one instance)" if severity else ""
         yield Hit(
-            fleet, f"inference Auto Scaling group {fleet.id} has HealthCheckGracePeriod={grace} s (< 300)", branch
+            fleet,
+            f"inference Auto Scaling group {fleet.id} {' and '.join(problems)}{note}",
+            fleet.serving.when if fleet.serving else None,
+            severity,
         )
