@@ -182,15 +182,34 @@ def test_chart_needs_matplotlib_before_any_request(capsys, monkeypatch):
     assert err.strip() == 'llm-affinity: --chart needs matplotlib: pip install "llm-affinity[chart]"'
 
 
+#: Runs the CLI and, as it exits, writes the process's own peak RSS (``VmHWM``: the high-water
+#: mark of this address space, which starts empty at exec). ``ru_maxrss`` from wait4 is not used:
+#: a child started by vfork/posix_spawn is charged the parent's resident pages until it execs,
+#: so a pytest process grown to 1 GB made a 50 MB run look like 1.2 GB.
+_PEAK_RUNNER = (
+    "import atexit, sys\n"
+    "def _peak():\n"
+    "    with open('/proc/self/status') as f, open(sys.argv[1], 'w') as out:\n"
+    "        out.write(next(l.split()[1] for l in f if l.startswith('VmHWM:')))\n"
+    "atexit.register(_peak)\n"
+    "from llm_affinity.cli import main\n"
+    "sys.exit(main(sys.argv[2:]))\n"
+)
+
+
 def measured(args: list[str]) -> tuple[int, str, str, float]:
     """Run the CLI in a child process: (exit code, stdout, stderr, peak RSS in MB). A watchdog
     kills it after 120 s (a hang guard, not a timing assertion)."""
     import tempfile
     import threading
 
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    with (
+        tempfile.TemporaryFile("w+") as out,
+        tempfile.TemporaryFile("w+") as err,
+        tempfile.NamedTemporaryFile("r", suffix=".peak") as peak,
+    ):
         proc = subprocess.Popen(
-            [sys.executable, "-m", "llm_affinity", *args],
+            [sys.executable, "-c", _PEAK_RUNNER, peak.name, *args],
             stdout=out,
             stderr=err,
             text=True,
@@ -200,13 +219,14 @@ def measured(args: list[str]) -> tuple[int, str, str, float]:
         watchdog = threading.Timer(120, proc.kill)
         watchdog.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
+            proc.wait()
         finally:
             watchdog.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return proc.returncode, out.read(), err.read(), usage.ru_maxrss / 1024
+        kilobytes = peak.read().strip()
+        assert kilobytes, "the child wrote no peak (killed by the watchdog?)"
+        return proc.returncode, out.read(), err.read(), int(kilobytes) / 1024
 
 
 @pytest.mark.parametrize("where", ["models", "stream"])
