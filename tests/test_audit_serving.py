@@ -330,3 +330,22 @@ def test_denied_target_health_is_an_unknown(serving):
         ("FLEET001", "tg_gpu", "Targets"),
     ]
     assert "ec2:DescribeInstances" not in result.coverage["operations"]
+
+
+def test_no_user_data_reads_none_and_lists_what_it_would_decide(monkeypatch):
+    """--no-user-data: no DescribeInstanceAttribute call, no user data kept in the model, and the
+    GPU instances whose user data decides llm or accelerator-only are unknown, never a finding."""
+    F.use_fake_credentials(monkeypatch)
+    monkeypatch.setattr(aws.config, "SESSION_FACTORY", _WithCapacity)
+    with mock_aws():
+        ids = F.seed_serving()
+        result = aws.collect(regions=["us-east-1"], read_user_data=False)
+    assert "ec2:DescribeInstanceAttribute" not in result.coverage["operations"]
+    (model,) = result.models
+    hosts = [e for e in model.engines if e.type == "AWS::EC2::Instance"]
+    assert len(hosts) == 4 and all(isinstance(h.user_data, Unresolved) for h in hosts)
+    assert not any(isinstance(e.user_data, str) for e in model.engines)  # launch templates too
+    findings, unknown = _named(ids, evaluate(result.models))
+    assert ("FLEET001", "tg_gpu") not in findings and ("FLEET001", "tg_ecs") in findings
+    gpu = [u for u in unknown if u[1] == "tg_gpu"]
+    assert len(gpu) == 1 and "user data unknown: user data not read (--no-user-data)" in gpu[0][2]

@@ -74,7 +74,10 @@ def launch_evidence(launch: LaunchSpec) -> tuple[Serving | None, str | None]:
     if accelerated:
         everywhere = len(accelerated) == len(types) and all(c.when for c in types)
         when = None if everywhere else branch_label([c.when for c in accelerated])
-        return Serving(f"accelerator instance type {accelerated[0].value}", when, LEVEL_ACCELERATOR_ONLY), None
+        reason = f"accelerator instance type {accelerated[0].value}"
+        if isinstance(launch.user_data, Unresolved):  # it could have named the server
+            reason += f"; user data unknown: {launch.user_data.why}"
+        return Serving(reason, when, LEVEL_ACCELERATOR_ONLY), None
     if launch.accelerators is True:
         return Serving("attribute-based instance selection asks for accelerators", None, LEVEL_ACCELERATOR_ONLY), None
     if any(isinstance(c.value, Unresolved) for c in types):

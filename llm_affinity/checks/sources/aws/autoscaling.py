@@ -12,7 +12,7 @@ from . import build as B
 from . import config
 from .coverage import Coverage, Part
 from .errors import TimedOut, is_not_found
-from .session import AuditSession
+from .session import AuditSession, without_user_data
 
 
 def read(session: AuditSession, region: str, cov_asg: Coverage, cov_ec2: Coverage) -> Part:
@@ -97,6 +97,8 @@ def read(session: AuditSession, region: str, cov_asg: Coverage, cov_ec2: Coverag
                     if key in versions:
                         continue
                     data = v.get("LaunchTemplateData") or {}
+                    if not session.read_user_data:
+                        data = without_user_data(data)
                     versions[key] = data
                     engine = B.build_template_engine(
                         templates[template_id], v["VersionNumber"], data, region, template_arns[template_id]
@@ -108,6 +110,8 @@ def read(session: AuditSession, region: str, cov_asg: Coverage, cov_ec2: Coverag
     for fut in lc_f:
         try:
             for lc in session.wait(fut):
+                if not session.read_user_data:
+                    lc = without_user_data(lc)
                 configurations[lc["LaunchConfigurationName"]] = lc
                 engine = B.build_configuration_engine(lc, region)
                 if engine is not None:

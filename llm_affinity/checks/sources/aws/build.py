@@ -184,6 +184,8 @@ def decode_user_data(data: Any) -> Any:
     """Base64 user data → text (gzip-compressed user data is inflated); None when empty."""
     if data is None or data == "":
         return None
+    if isinstance(data, Unresolved):  # not read, by choice (--no-user-data) or by failure
+        return data
     if not isinstance(data, str):
         return Unresolved("user data not returned as text")
     return N.decode_base64_user_data(data)

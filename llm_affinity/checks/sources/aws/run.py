@@ -67,6 +67,7 @@ def collect(
     progress: bool | str = False,
     max_workers: int = 16,
     timeout: float | None = config.DEFAULT_TIMEOUT,
+    read_user_data: bool = True,
 ) -> AuditResult:
     """Read the account read-only and build one model for all regions (see the package doc).
 
@@ -75,6 +76,9 @@ def collect(
     ``timeout``: seconds for the whole audit (None: no overall deadline).
     ``endpoint_url`` must be an http(s) URL (ValueError otherwise, see
     :func:`endpoint_url_problem`).
+    ``read_user_data=False`` (``--no-user-data``): user data that an API returns anyway (launch
+    template versions, launch configurations) is dropped on arrival, no call is made only to read
+    it (``DescribeInstanceAttribute``), and what it would have decided is listed as unknown.
     """
     if endpoint_url is not None and (problem := endpoint_url_problem(endpoint_url)):
         raise ValueError(f"endpoint_url {endpoint_url!r}: {problem}")
@@ -117,7 +121,7 @@ def collect(
         max_pool_connections=max_workers,
         user_agent_extra="llm-affinity-audit",
     )
-    audit = AuditSession(session, client_config, endpoint_url, max_workers, deadline)
+    audit = AuditSession(session, client_config, endpoint_url, max_workers, deadline, read_user_data)
     run = _Run(
         session=audit,
         asked=regions,

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable
 import boto3
 from botocore.config import Config
 
+from ...model import Unresolved
 from . import config
 from .pool import DaemonPool, Deadline
 
@@ -32,11 +33,15 @@ class AuditSession:
         endpoint_url: str | None,
         max_workers: int,
         deadline: Deadline,
+        read_user_data: bool = True,
     ):
         self.session = session
         self.client_config = client_config
         self.endpoint_url = endpoint_url
         self.deadline = deadline
+        #: False with ``--no-user-data``: user data is dropped as soon as an API returns it (launch
+        #: templates, launch configurations), and no call is made only to read it (instances)
+        self.read_user_data = read_user_data
         self.pool = DaemonPool(max_workers, "audit-call")
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
@@ -112,3 +117,11 @@ class AuditSession:
     def close(self) -> None:
         # past the deadline a call may still be stuck on a socket: do not wait for it
         self.pool.shutdown(wait=not self.deadline.expired())
+
+
+def without_user_data(data: dict) -> dict:
+    """A launch template's data or a launch configuration without its ``UserData``: what the
+    model then holds is "unknown" (never "none"), so a rule that needed it lists it."""
+    if "UserData" not in data:
+        return data
+    return {**data, "UserData": Unresolved("user data not read (--no-user-data)")}

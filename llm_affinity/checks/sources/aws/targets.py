@@ -77,7 +77,7 @@ def read(
         lambda i: (e.describe_instance_attribute(InstanceId=i, Attribute="userData").get("UserData") or {}).get(
             "Value"
         ),
-        plain[: config.USER_DATA_LIMIT],
+        plain[: config.USER_DATA_LIMIT] if session.read_user_data else [],
     ):
         if exc is not None:
             if not is_not_found(exc):
@@ -88,6 +88,8 @@ def read(
     for i, inst in sorted(found.items()):
         if i in user_data:
             data = user_data[i]
+        elif not session.read_user_data:
+            data = Unresolved("user data not read (--no-user-data)")
         elif i in plain:
             data = Unresolved(f"user data not read: more than {config.USER_DATA_LIMIT} registered instances")
         else:
