@@ -157,6 +157,31 @@ def test_nlb_tls_without_stickiness(options_synth):
     assert "stickiness.enabled" not in a or a["stickiness.enabled"] == "false"
 
 
+def _listeners(options_synth, stack: str) -> list[dict]:
+    return [r["Properties"] for r in options_synth.resources(stack, "AWS::ElasticLoadBalancingV2::Listener").values()]
+
+
+def test_every_tls_listener_has_the_albs_tls13_policy(options_synth):
+    """An NLB TLS listener without SslPolicy gets CloudFormation's default ELBSecurityPolicy-2016-08
+    (TLS 1.0 and 1.1 too): every TLS/HTTPS listener carries the ALB's TLS 1.3/1.2 policy."""
+    (alb,) = _listeners(options_synth, "AlbHttps")
+    assert alb["SslPolicy"] == "ELBSecurityPolicy-TLS13-1-2-2021-06"
+    tls = [
+        (stack, li["Protocol"], li.get("SslPolicy"))
+        for stack in ("NlbTls", "NlbPublic", "Agnostic", "AlbAppCookie", "AlbHttps", "NlbDefault")
+        for li in _listeners(options_synth, stack)
+    ]
+    assert tls == [
+        ("NlbTls", "TLS", alb["SslPolicy"]),
+        ("NlbPublic", "TLS", alb["SslPolicy"]),
+        ("Agnostic", "HTTP", None),
+        ("Agnostic", "TLS", alb["SslPolicy"]),
+        ("AlbAppCookie", "HTTPS", alb["SslPolicy"]),
+        ("AlbHttps", "HTTPS", alb["SslPolicy"]),
+        ("NlbDefault", "TCP", None),
+    ]
+
+
 def test_nlb_internet_facing_tls_keeps_stickiness_and_warns(options_synth):
     lb = options_synth.one("NlbPublic", "AWS::ElasticLoadBalancingV2::LoadBalancer")
     assert lb["Properties"]["Scheme"] == "internet-facing"

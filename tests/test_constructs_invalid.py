@@ -208,7 +208,7 @@ def test_open_to_the_world_without_api_key_needs_explicit_consent(scope):
                 lambda cls=cls, cidr=cidr: cls(
                     scope[0], _id("F"), fleet=_fleet(scope), allowed_cidrs=[cidr], api_key=False
                 ),
-                f"allowed_cidrs contains {cidr}",
+                f"allowed_cidrs={[cidr]!r} covers {cidr} (everyone)",
                 "api_key=False",
                 "allow_public_without_api_key=True",
             )
@@ -229,6 +229,48 @@ def test_open_to_the_world_without_api_key_needs_explicit_consent(scope):
     fleet = _fleet(scope)
     StickyAlbFront(scope[0], _id("F"), fleet=fleet)  # internal, VPC CIDR: no key unless asked
     assert fleet.api_key_secret is None
+
+
+@pytest.mark.parametrize(
+    "cidrs,world",
+    [
+        (["0.0.0.0/1", "128.0.0.0/1"], "0.0.0.0/0"),
+        (["128.0.0.0/1", "10.0.0.0/8", "0.0.0.0/1"], "0.0.0.0/0"),
+        (["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/2", "192.0.0.0/2"], "0.0.0.0/0"),
+        (["::/1", "8000::/1"], "::/0"),
+        (["0.0.0.0/1", "128.0.0.0/1", "::/1", "8000::/1"], "0.0.0.0/0 and ::/0"),
+    ],
+)
+def test_cidrs_that_cover_everything_together_are_the_world(scope, cidrs, world):
+    from llm_affinity.constructs import StickyAlbFront, StickyNlbFront
+
+    for cls in (StickyAlbFront, StickyNlbFront):
+        _raises(
+            lambda cls=cls: cls(scope[0], _id("F"), fleet=_fleet(scope), allowed_cidrs=cidrs, api_key=False),
+            f"allowed_cidrs={cidrs!r} covers {world} (everyone) with api_key=False",
+            "allow_public_without_api_key=True",
+        )
+        fleet = _fleet(scope)
+        cls(scope[0], _id("F"), fleet=fleet, allowed_cidrs=cidrs)  # automatic: key on, as for 0.0.0.0/0
+        assert fleet.api_key_secret is not None
+
+
+def test_cidrs_that_leave_a_gap_are_not_the_world(scope):
+    from llm_affinity.constructs import StickyAlbFront
+
+    for cidrs in (["0.0.0.0/1", "128.0.0.0/2"], ["0.0.0.0/1", "::/1", "8000::/2"], ["10.0.0.0/8", "172.16.0.0/12"]):
+        fleet = _fleet(scope)
+        StickyAlbFront(scope[0], _id("F"), fleet=fleet, allowed_cidrs=cidrs, api_key=False)
+        assert fleet.api_key_secret is None, cidrs
+
+
+def test_a_cidr_that_cannot_be_read_is_refused(scope):
+    from llm_affinity.constructs import StickyNlbFront
+
+    _raises(
+        lambda: StickyNlbFront(scope[0], _id("F"), fleet=_fleet(scope), allowed_cidrs=["10.0.0.0/8", "everyone"]),
+        "StickyNlbFront: allowed_cidrs item 'everyone' is not allowed; allowed: an IPv4 or IPv6 CIDR",
+    )
 
 
 def test_api_key_given_as_secret_and_conflicts(scope):
@@ -334,7 +376,13 @@ def test_gateway_jwt_and_name(scope):
         ({"vllm_image": "vllm/vllm-openai:v1 --privileged"}, "vllm_image="),
         ({"vllm_args": ["--chat-template", "$(curl evil)"]}, "vllm_args='$(curl evil)'"),
         ({"vllm_args": ["--api-key", "secret"]}, "vllm_args='--api-key'"),
-        ({"vllm_args": ["--api-key=secret"]}, "vllm_args='--api-key=secret'"),
+        ({"vllm_args": ["--api-key=secret"]}, "vllm_args='--api-key=***'"),
+        ({"vllm_args": ["--api_key", "SECRET"]}, "vllm_args='--api_key' is not allowed (vLLM reads it as --api-key)"),
+        ({"vllm_args": ["--api_key=SECRET"]}, "vllm_args='--api_key=***' is not allowed (vLLM reads it as --api-key)"),
+        ({"vllm_args": ["--api-k", "SECRET"]}, "vllm_args='--api-k' is not allowed (vLLM reads it as --api-key)"),
+        ({"vllm_args": ["--no_enable_prefix_caching"]}, "(vLLM reads it as --no-enable-prefix-caching)"),
+        ({"vllm_args": ["--hf_token=SECRET"]}, "hf_token_secret=<Secrets Manager secret>"),
+        ({"vllm_args": "--max-model-len 4096"}, "allowed: a list of arguments"),
         ({"session_header": "X-Session Id"}, "session_header='X-Session Id'"),
         ({"session_query": "a-b"}, "session_query='a-b'"),
         ({"min_capacity": 1.5}, "min_capacity=1.5"),
@@ -344,6 +392,7 @@ def test_gateway_jwt_and_name(scope):
 def test_fleet_invalid(scope, kw, frag):
     msg = _raises(lambda: _fleet(scope, **kw), frag, "allowed")
     assert msg.startswith("VllmFleet: ")
+    assert "SECRET" not in msg  # a refused secret is never echoed
     if "^" in msg:  # strings written into the boot script name the pattern they must match
         assert re.search(r"matching \^.+\$ \(", msg)
 
@@ -442,10 +491,11 @@ def test_constructs_import_the_inference_definitions_instead_of_copying_them():
     from llm_affinity.common import definitions
 
     fleet = importlib.import_module("llm_affinity.constructs.fleet")
+    fleet_props = importlib.import_module("llm_affinity.constructs._fleet_props")
     suppress = importlib.import_module("llm_affinity.constructs.suppressions")
 
     assert fleet.INFERENCE_TAG == (definitions.ROLE_TAG, definitions.ROLE_INFERENCE)
-    assert fleet.is_accelerated_instance_type is definitions.is_accelerated_instance_type
+    assert fleet_props.is_accelerated_instance_type is definitions.is_accelerated_instance_type
     assert fleet.starts_inference_server is definitions.starts_inference_server
     assert suppress.METADATA_KEY is definitions.METADATA_KEY
     source = "".join(p.read_text() for p in Path(fleet.__file__).parent.glob("*.py"))

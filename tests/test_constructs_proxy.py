@@ -248,13 +248,32 @@ def test_malformed_cookie_is_ignored(proxy, cookie):
 
 
 def test_only_api_paths_are_forwarded(proxy, plain_proxy):
+    """The load balancer reaches the inference API and the health check only: vLLM's `/metrics`
+    and `/version` (not guarded by --api-key) are read on the host, never forwarded."""
     for p in (proxy, plain_proxy):
         assert httpx.get(p.base + "/health").text == "ok /health"
-        assert httpx.get(p.base + "/metrics").text == "ok /metrics"
-        for path in ("/invocations", "/tokenize", "/docs", "/", "/v2/x"):
+        assert httpx.get(p.base + "/v1/models").text == "ok /v1/models"
+        for path in (
+            "/metrics",
+            "/metrics/",
+            "/version",
+            "/invocations",
+            "/tokenize",
+            "/docs",
+            "/",
+            "/v2/x",
+            "/health/x",
+            "/%6Detrics",
+        ):
             r = httpx.get(p.base + path)
             assert r.status_code == 404 and r.json()["error"]["code"] == 404, path
             assert r.headers["x-served-by"] in ("i-0abc", "i-0plain")
+        # dot segments as sent on the wire (httpx would resolve them first): nginx resolves them
+        # before it picks a location, so none of these reaches vLLM's /metrics
+        for raw in (b"/v1/../metrics", b"/v1/%2e%2e/metrics", b"/v1/..%2fmetrics", b"//metrics", b"/./version"):
+            resp = _raw(p.port, b"GET " + raw + b" HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            head, _, body = resp.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 404") and b"ok /" not in body, (raw, resp[:200])
         r = httpx.get(p.base + "/v1")  # nginx's own slash redirect stays relative (no http:// behind TLS)
         assert r.status_code == 301 and r.headers["location"] == "/v1/"
 

@@ -3,25 +3,59 @@
 Why they are errors and not warnings: a synth warning is easy to miss, and the two mistakes
 are costly. An internet-facing listener without TLS sends prompts, completions, API keys and
 session cookies in clear text across the internet. A front open to 0.0.0.0/0 (or ::/0) whose
-vLLM has no API key lets anyone spend the GPUs. Both stay possible, but only when the caller
+vLLM has no API key lets anyone spend the GPUs (and so does a list of CIDRs whose union is all
+of IPv4 or IPv6, e.g. 0.0.0.0/1 + 128.0.0.0/1). Both stay possible, but only when the caller
 says so by name (`allow_insecure_http=True`, `allow_public_without_api_key=True`), which a
 reviewer can see in the code.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any, Sequence
 
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 
 from ._validate import AffinityPropError, is_unresolved
 from .suppressions import acknowledge_nag
 
 WORLD = ("0.0.0.0/0", "::/0")
+#: TLS policy of every TLS listener (ALB HTTPS and NLB TLS): TLS 1.3 and 1.2 only
+#: (ELBSecurityPolicy-TLS13-1-2-2021-06). A listener without one gets CloudFormation's default,
+#: ELBSecurityPolicy-2016-08, which also accepts TLS 1.0 and 1.1 (docs/aws-facts.md).
+TLS_POLICY = elbv2.SslPolicy.RECOMMENDED_TLS
+
+
+def _network(construct: str, cidr: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    try:
+        return ipaddress.ip_network(str(cidr).strip(), strict=False)
+    except ValueError:
+        raise AffinityPropError(
+            f"{construct}: allowed_cidrs item {cidr!r} is not allowed; allowed: an IPv4 or IPv6 CIDR "
+            "(e.g. 10.0.0.0/16, 2001:db8::/32)"
+        ) from None
+
+
+def world_covered(cidrs: Sequence[Any], construct: str = "allowed_cidrs") -> list[str]:
+    """Which of 0.0.0.0/0 and ::/0 the literal CIDRs cover together: ["0.0.0.0/1", "128.0.0.0/1"]
+    is all of IPv4 as surely as "0.0.0.0/0". A token CIDR (e.g. the VPC's CIDR) is not judged."""
+    nets = [_network(construct, c) for c in cidrs if not is_unresolved(c)]
+    covered = []
+    for world, version in zip(WORLD, (4, 6), strict=True):
+        merged = list(ipaddress.collapse_addresses(n for n in nets if n.version == version))
+        if merged and merged[0].prefixlen == 0:
+            covered.append(world)
+    return covered
 
 
 def open_to_world(cidrs: Sequence[Any]) -> bool:
-    """True when a literal CIDR admits every address (a token CIDR is not judged)."""
+    """True when the literal CIDRs together admit every IPv4 or every IPv6 address."""
+    return bool(world_covered(cidrs))
+
+
+def lists_world(cidrs: Sequence[Any]) -> bool:
+    """True when 0.0.0.0/0 or ::/0 is listed as such (what cdk-nag's AwsSolutions-EC23 reads)."""
     return any(not is_unresolved(c) and str(c).strip() in WORLD for c in cidrs)
 
 
@@ -45,11 +79,12 @@ def check_exposure(
             "certificate> (TLS), or allow_insecure_http=True to accept plain text on the internet (prompts, API "
             "keys and session cookies travel unencrypted)"
         )
-    world = open_to_world(cidrs)
-    wanted = (internet_facing or world) if api_key is None else api_key is not False
+    world = world_covered(cidrs, construct)
+    wanted = (internet_facing or bool(world)) if api_key is None else api_key is not False
     if world and not wanted and not allow_public_without_api_key:
+        literal = [str(c) for c in cidrs if not is_unresolved(c)]
         raise AffinityPropError(
-            f"{construct}: allowed_cidrs contains {', '.join(c for c in WORLD if c in map(str, cidrs))} with "
+            f"{construct}: allowed_cidrs={literal!r} covers {' and '.join(world)} (everyone) with "
             "api_key=False, which is not allowed; allowed: an API key (api_key=None/True or a secret), narrower "
             "allowed_cidrs, or allow_public_without_api_key=True (anyone who can reach it can use the GPUs)"
         )
@@ -60,8 +95,10 @@ def acknowledge_world_ingress(security_group: Any, *, cidrs: Sequence[Any], encr
     """cdk-nag's AwsSolutions-EC23 (ingress from 0.0.0.0/0 or ::/0) exists to make that choice
     explicit. When the caller listed such a CIDR in `allowed_cidrs` and the front has both TLS and
     an API key, the choice is explicit and protected, so it is acknowledged with that reason; a
-    front that also opted out of TLS or of the key keeps the finding for its reviewer."""
-    if open_to_world(cidrs) and encrypted and api_key_on:
+    front that also opted out of TLS or of the key keeps the finding for its reviewer. CIDRs that
+    only cover everything together (0.0.0.0/1 + 128.0.0.0/1) are not what the rule reads, so
+    nothing is acknowledged for them."""
+    if lists_world(cidrs) and encrypted and api_key_on:
         acknowledge_nag(
             security_group,
             "AwsSolutions-EC23",

@@ -26,6 +26,38 @@ from .userdata import METRIC_NAMESPACE
 Front = Union[StickyAlbFront, StickyNlbFront]
 
 
+def _check_dashboard_props(
+    hit_rate_floor: float,
+    hot_replica_ratio: float,
+    queue_depth_ceiling: int,
+    ttft_p95_ceiling: Duration,
+    period: Duration,
+) -> None:
+    """Raise `AffinityPropError` for the first invalid prop. Numbers that are CDK tokens (e.g. a
+    CfnParameter's value_as_number) are judged at deploy time."""
+    c = "AffinityDashboard"
+    if not is_unresolved(hit_rate_floor):
+        require(0 < hit_rate_floor < 1, c, "hit_rate_floor", hit_rate_floor, "allowed: 0 < value < 1")
+    if not is_unresolved(hot_replica_ratio):
+        require(hot_replica_ratio > 1, c, "hot_replica_ratio", hot_replica_ratio, "allowed: a ratio > 1")
+    require_int(c, "queue_depth_ceiling", queue_depth_ceiling, 1)
+    require_range(c, "ttft_p95_ceiling", ttft_p95_ceiling, 1, 3600)
+    require_range(c, "period", period, 60, 86400)
+
+
+def _check_remote_ceiling(ceiling: Duration) -> None:
+    ms = ceiling.to_milliseconds()  # (to_seconds() refuses 250 ms: not a whole number of seconds)
+    if is_unresolved(ms):
+        return
+    require(
+        10 <= ms <= 60000,
+        "AffinityDashboard",
+        "remote_retrieve_p95_ceiling",
+        f"{ms:g}ms",
+        "allowed: 10 ms - 60 s",
+    )
+
+
 class AffinityDashboard(Construct):
     """CloudWatch dashboard + alarms for one fleet (and optionally its front).
 
@@ -37,6 +69,11 @@ class AffinityDashboard(Construct):
       hot_replica_ratio: alarm when busiest/average running requests stays above (default 2.0, >1).
       queue_depth_ceiling: alarm when one instance's waiting queue stays above (default 16).
       period: evaluation period (default 5 min); alarms need 3 consecutive periods.
+      remote_retrieve_p95_ceiling: fleets sharing KV through LMCache: alarm when the worst
+        instance's p95 of LMCache's remote get (`lmcache:remote_time_to_get`) stays above
+        (default 1 s, 10 ms - 60 s). Their hit rate counts GPU hits and LMCache's
+        (vLLM's `vllm:external_prefix_cache_hits`), and LMCache's own hit rate and retrieve /
+        store latencies get their own widgets.
     """
 
     def __init__(
@@ -51,28 +88,43 @@ class AffinityDashboard(Construct):
         hot_replica_ratio: float = 2.0,
         queue_depth_ceiling: int = 16,
         period: Duration = Duration.minutes(5),
+        remote_retrieve_p95_ceiling: Duration = Duration.seconds(1),
     ) -> None:
         super().__init__(scope, id)
-        c = "AffinityDashboard"
-        # numbers that are CDK tokens (e.g. a CfnParameter's value_as_number) are judged at deploy time
-        if not is_unresolved(hit_rate_floor):
-            require(0 < hit_rate_floor < 1, c, "hit_rate_floor", hit_rate_floor, "allowed: 0 < value < 1")
-        if not is_unresolved(hot_replica_ratio):
-            require(hot_replica_ratio > 1, c, "hot_replica_ratio", hot_replica_ratio, "allowed: a ratio > 1")
-        require_int(c, "queue_depth_ceiling", queue_depth_ceiling, 1)
-        require_range(c, "ttft_p95_ceiling", ttft_p95_ceiling, 1, 3600)
-        require_range(c, "period", period, 60, 86400)
+        _check_dashboard_props(hit_rate_floor, hot_replica_ratio, queue_depth_ceiling, ttft_p95_ceiling, period)
+        _check_remote_ceiling(remote_retrieve_p95_ceiling)
         self.fleet = fleet
-        m = fleet.engine_metric
+        self._build_metrics(fleet, period)
+        self.alarms: list[cw.Alarm] = []
+        self._build_engine_alarms(hit_rate_floor, ttft_p95_ceiling, hot_replica_ratio, queue_depth_ceiling)
+        if fleet.shares_kv:
+            self._build_lmcache(fleet, period, remote_retrieve_p95_ceiling)
+        per_target = self._build_front_alarms(front, period)
+        self._build_dashboard(fleet, period, per_target)
 
+    # -- builders, in the order the resources are created -----------------------------------------
+    def _build_metrics(self, fleet: VllmFleet, period: Duration) -> None:
+        """Fleet-wide hit rate and hot-replica ratio (math over the `Fleet` dimension), the
+        busiest queue and the worst instance's TTFT p95."""
+        m = fleet.engine_metric
         hits = m("vllm:prefix_cache_hits_total", statistic="Sum", period=period)
         queries = m("vllm:prefix_cache_queries_total", statistic="Sum", period=period)
-        self.hit_rate = cw.MathExpression(
-            expression="IF(queries > 0, hits / queries, 1)",
-            using_metrics={"hits": hits, "queries": queries},
-            label="fleet prefix-cache hit rate",
-            period=period,
-        )
+        if fleet.shares_kv:
+            # tokens LMCache loaded count as hits: vLLM counts them apart, as external hits
+            ext_hits = m("vllm:external_prefix_cache_hits_total", statistic="Sum", period=period)
+            self.hit_rate = cw.MathExpression(
+                expression="IF(queries > 0, (hits + FILL(ext_hits, 0)) / queries, 1)",
+                using_metrics={"hits": hits, "ext_hits": ext_hits, "queries": queries},
+                label="fleet prefix-cache hit rate (GPU + LMCache)",
+                period=period,
+            )
+        else:
+            self.hit_rate = cw.MathExpression(
+                expression="IF(queries > 0, hits / queries, 1)",
+                using_metrics={"hits": hits, "queries": queries},
+                label="fleet prefix-cache hit rate",
+                period=period,
+            )
         run_max = m("vllm:num_requests_running", statistic="Maximum", period=period)
         run_avg = m("vllm:num_requests_running", statistic="Average", period=period)
         self.hot_replica = cw.MathExpression(
@@ -84,7 +136,9 @@ class AffinityDashboard(Construct):
         self.queue_depth = m("vllm:num_requests_waiting", statistic="Maximum", period=period)
         self.ttft_p95 = m("ttft_p95_seconds", statistic="Maximum", period=period)
 
-        self.alarms: list[cw.Alarm] = []
+    def _build_engine_alarms(
+        self, hit_rate_floor: float, ttft_p95_ceiling: Duration, hot_replica_ratio: float, queue_depth_ceiling: int
+    ) -> None:
         self.alarms.append(
             self._alarm(
                 "HotReplica",
@@ -122,34 +176,66 @@ class AffinityDashboard(Construct):
             )
         )
 
-        per_target: list[cw.IMetric] = []
-        if front is not None:
-            for i, tg in enumerate(front.target_groups):
-                if isinstance(tg, elbv2.ApplicationTargetGroup):
-                    unhealthy = tg.metrics.unhealthy_host_count(period=period, statistic="Maximum")
-                    per_target.append(tg.metrics.request_count_per_target(period=period))
-                else:
-                    unhealthy = tg.metrics.un_healthy_host_count(period=period, statistic="Maximum")
-                self.alarms.append(
-                    self._alarm(
-                        f"UnhealthyTargets{i}",
-                        unhealthy,
-                        0,
-                        cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                        "unhealthy inference targets: every session pinned to them moves and loses its cache",
-                    )
-                )
-
-        def search(metric: str, stat: str) -> cw.MathExpression:
-            return cw.MathExpression(
-                expression=(
-                    f'SEARCH(\'{{{METRIC_NAMESPACE},Fleet,InstanceId}} Fleet="{fleet.fleet_name}" '
-                    f"MetricName=\"{metric}\"', '{stat}', {int(period.to_seconds())})"
-                ),
-                using_metrics={},
-                label=metric,
-                period=period,
+    def _build_lmcache(self, fleet: VllmFleet, period: Duration, ceiling: Duration) -> None:
+        """LMCache's fleet hit rate (hit / requested tokens) and the alarm on its remote get p95."""
+        m = fleet.engine_metric
+        lm_hits = m("lmcache:num_hit_tokens_total", statistic="Sum", period=period)
+        requested = m("lmcache:num_requested_tokens_total", statistic="Sum", period=period)
+        self.lmcache_hit_rate = cw.MathExpression(
+            expression="IF(requested > 0, lm_hits / requested, 1)",
+            using_metrics={"lm_hits": lm_hits, "requested": requested},
+            label="fleet LMCache hit rate (hit / requested tokens)",
+            period=period,
+        )
+        self.remote_retrieve_p95 = m("lmcache_remote_get_p95_seconds", statistic="Maximum", period=period)
+        self.alarms.append(
+            self._alarm(
+                "LmCacheRemoteRetrieveSlow",
+                self.remote_retrieve_p95,
+                ceiling.to_milliseconds() / 1000,
+                cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                "LMCache remote get p95 of the worst instance above the ceiling: the shared store is too slow "
+                "or too far for the KV it serves (node bandwidth, TLS CPU, another zone)",
             )
+        )
+
+    def _build_front_alarms(self, front: Front | None, period: Duration) -> list[cw.IMetric]:
+        """One unhealthy-targets alarm per target group; returns the ALB's per-target request metrics."""
+        per_target: list[cw.IMetric] = []
+        if front is None:
+            return per_target
+        for i, tg in enumerate(front.target_groups):
+            if isinstance(tg, elbv2.ApplicationTargetGroup):
+                unhealthy = tg.metrics.unhealthy_host_count(period=period, statistic="Maximum")
+                per_target.append(tg.metrics.request_count_per_target(period=period))
+            else:
+                unhealthy = tg.metrics.un_healthy_host_count(period=period, statistic="Maximum")
+            self.alarms.append(
+                self._alarm(
+                    f"UnhealthyTargets{i}",
+                    unhealthy,
+                    0,
+                    cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                    "unhealthy inference targets: every session pinned to them moves and loses its cache",
+                )
+            )
+        return per_target
+
+    def _search(self, fleet: VllmFleet, metric: str, stat: str, period: Duration) -> cw.MathExpression:
+        """One line per instance of `metric` (SEARCH over the `Fleet,InstanceId` dimensions)."""
+        return cw.MathExpression(
+            expression=(
+                f'SEARCH(\'{{{METRIC_NAMESPACE},Fleet,InstanceId}} Fleet="{fleet.fleet_name}" '
+                f"MetricName=\"{metric}\"', '{stat}', {int(period.to_seconds())})"
+            ),
+            using_metrics={},
+            label=metric,
+            period=period,
+        )
+
+    def _build_dashboard(self, fleet: VllmFleet, period: Duration, per_target: list[cw.IMetric]) -> None:
+        def search(metric: str, stat: str) -> cw.MathExpression:
+            return self._search(fleet, metric, stat, period)
 
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(3))
         self.dashboard.add_widgets(
@@ -179,6 +265,24 @@ class AffinityDashboard(Construct):
                 right=[self.hot_replica],
             ),
         )
+        if fleet.shares_kv:
+            self.dashboard.add_widgets(
+                cw.GraphWidget(
+                    title="LMCache hit rate per instance (hit / requested tokens)",
+                    width=12,
+                    left=[search("lmcache_hit_rate", "Average")],
+                    right=[self.lmcache_hit_rate],
+                ),
+                cw.GraphWidget(
+                    title="LMCache retrieve / store / remote get p95 per instance (s)",
+                    width=12,
+                    left=[
+                        search("lmcache_retrieve_p95_seconds", "Maximum"),
+                        search("lmcache_store_p95_seconds", "Maximum"),
+                        search("lmcache_remote_get_p95_seconds", "Maximum"),
+                    ],
+                ),
+            )
         self.dashboard.add_widgets(
             cw.AlarmStatusWidget(title="Affinity alarms", alarms=self.alarms, width=24),
         )

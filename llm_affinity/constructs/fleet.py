@@ -10,7 +10,6 @@ TERMINATING lifecycle hook). Access is SSM only: no key pair, no public IP, IMDS
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Sequence
 
@@ -24,10 +23,12 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ..common.definitions import ROLE_INFERENCE, ROLE_TAG, is_accelerated_instance_type, starts_inference_server
-from ._validate import AffinityPropError, is_unresolved, require, require_int, require_pattern, require_range
+from ..common.definitions import ROLE_INFERENCE, ROLE_TAG, starts_inference_server
+from ._fleet_props import BOOT, COOKIE_NAME, HEADER_NAME, FleetProps, check_fleet_props, check_secret_arn
+from ._validate import AffinityPropError, require_pattern
+from .kvcache import LmCache, LmCacheStore, check_kv_cache, warn_about_the_store
 from .suppressions import acknowledge_nag
-from .userdata import METRIC_NAMESPACE, BootSpec, ProxySpec, boot_commands
+from .userdata import METRIC_NAMESPACE, BootSpec, KvSpec, ProxySpec, boot_commands
 
 #: Public SSM parameter of the Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04).
 DLAMI_SSM_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
@@ -38,17 +39,6 @@ INSTANCE_TYPE_DEFAULT = "g6.xlarge"
 VLLM_PORT = 8000
 #: Tag that the linter uses to recognise inference target groups and fleets (common.definitions).
 INFERENCE_TAG = (ROLE_TAG, ROLE_INFERENCE)
-
-# Every string below is written into the boot script or a config file on the instance.
-_FLEET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_MODEL_ID = re.compile(r"^/?[A-Za-z0-9_.-]{1,128}(/[A-Za-z0-9_.-]{1,128}){0,8}$")
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,254}(@sha256:[a-f0-9]{64})?$")
-_VLLM_ARG = re.compile(r'^[A-Za-z0-9 ._/:=,+@%{}\[\]"-]{1,1024}$')
-_COOKIE_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
-_HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
-_QUERY_KEY = re.compile(r"^[A-Za-z0-9_]{1,64}$")
-_SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}$")
-_BOOT = "it is written into the instance's boot script"
 
 
 @jsii.implements(IStringProducer)
@@ -64,9 +54,17 @@ class _BootScript:
         return "\n".join(boot_commands(self._fleet.boot_spec()))
 
 
-def _check_secret_arn(c: str, prop: str, secret: secretsmanager.ISecret | None) -> None:
-    if secret is not None and not is_unresolved(secret.secret_arn):
-        require_pattern(c, prop, secret.secret_arn, _SECRET_ARN, _BOOT)
+def _image(vllm_image: str | None, kv_cache: LmCache | None) -> str:
+    """The image to run: `vllm_image`, or the LMCache image with `kv_cache`, or the default.
+    With `kv_cache` the image is `LmCache(image=...)`: a different `vllm_image` is refused."""
+    if kv_cache is None:
+        return VLLM_IMAGE_DEFAULT if vllm_image is None else vllm_image
+    if vllm_image is not None and vllm_image != getattr(kv_cache, "image", None):
+        raise AffinityPropError(
+            f"VllmFleet: vllm_image={vllm_image!r} is not allowed with kv_cache; allowed: no vllm_image, and "
+            "LmCache(image=<pinned image that contains LMCache>) to choose the image"
+        )
+    return getattr(kv_cache, "image", VLLM_IMAGE_DEFAULT)
 
 
 class VllmFleet(Construct):
@@ -78,8 +76,11 @@ class VllmFleet(Construct):
       instance_type: an accelerated type the linter counts as inference (g*, gr*, p*, inf*, trn*,
         dl*), default g6.xlarge.
       min_capacity / max_capacity / desired_capacity: 1 / 4 / None (ASG decides); CDK tokens pass.
-      vllm_image: pinned `vllm/vllm-openai:<tag>` (default v0.11.0).
-      vllm_args: extra `vllm serve` args; `--no-enable-prefix-caching` and `--api-key` are refused.
+      vllm_image: pinned `vllm/vllm-openai:<tag>` (default v0.11.0; with kv_cache the image is
+        `LmCache(image=...)`, lmcache/vllm-openai:v0.5.6 by default).
+      vllm_args: extra `vllm serve` args, read the way vLLM reads them (`_` = `-`, `--opt=value`,
+        unambiguous prefixes): `--api-key`, `--hf-token`, `--no-enable-prefix-caching` and a value
+        for `--enable-prefix-caching` are refused.
       hf_token_secret: Secrets Manager secret holding a Hugging Face token (gated models).
       api_key_secret: Secrets Manager secret whose value vLLM requires as API key (fronts that
         are internet-facing or open to 0.0.0.0/0 create one when none is given).
@@ -92,6 +93,8 @@ class VllmFleet(Construct):
         construct name); 1–64 of A-Z a-z 0-9 _ . - starting with a letter or digit.
       session_header / session_query: where the proxy reads the session id for its access log
         (default `X-Session-Id` / `llm_session`; session_query=None turns the query key off).
+      kv_cache: `LmCache(...)` shares the KV cache through LMCache and an ElastiCache for Valkey
+        store in the VPC (kvcache.py, docs/lmcache.md); `fleet.kv_store` is then the store.
     """
 
     def __init__(
@@ -105,7 +108,7 @@ class VllmFleet(Construct):
         min_capacity: int = 1,
         max_capacity: int = 4,
         desired_capacity: int | None = None,
-        vllm_image: str = VLLM_IMAGE_DEFAULT,
+        vllm_image: str | None = None,
         vllm_args: Sequence[str] = (),
         hf_token_secret: secretsmanager.ISecret | None = None,
         api_key_secret: secretsmanager.ISecret | None = None,
@@ -118,104 +121,68 @@ class VllmFleet(Construct):
         session_header: str = "X-Session-Id",
         session_query: str | None = "llm_session",
         vpc_subnets: ec2.SubnetSelection | None = None,
+        kv_cache: LmCache | None = None,
     ) -> None:
         super().__init__(scope, id)
-        c = "VllmFleet"
-        if not is_unresolved(instance_type):
-            require(
-                is_accelerated_instance_type(instance_type),
-                c,
-                "instance_type",
-                instance_type,
-                "allowed: an accelerated type the linter counts as inference (g*, gr*, p*, inf*, trn*, dl* "
-                "families, e.g. g6.xlarge, p5.48xlarge, dl1.24xlarge)",
-            )
-        require_int(c, "min_capacity", min_capacity, 0)
-        require_int(c, "max_capacity", max_capacity, 1)
-        if not is_unresolved(min_capacity) and not is_unresolved(max_capacity):
-            require(
-                max_capacity >= max(1, min_capacity),
-                c,
-                "max_capacity",
-                max_capacity,
-                f"allowed: an integer >= max(1, min_capacity={min_capacity})",
-            )
-        if desired_capacity is not None:
-            require_int(c, "desired_capacity", desired_capacity, 0)
-            if not any(is_unresolved(v) for v in (min_capacity, max_capacity, desired_capacity)):
-                require(
-                    min_capacity <= desired_capacity <= max_capacity,
-                    c,
-                    "desired_capacity",
-                    desired_capacity,
-                    f"allowed: {min_capacity}-{max_capacity}",
-                )
-        require_int(c, "root_volume_gib", root_volume_gib, 100, 16384)
-        require_range(c, "health_check_grace", health_check_grace, 300, 7200)
-        require_range(c, "drain_timeout", drain_timeout, 30, 7200)
-        if not is_unresolved(queue_target):
-            require(
-                isinstance(queue_target, (int, float)) and not isinstance(queue_target, bool) and queue_target > 0,
-                c,
-                "queue_target",
-                queue_target,
-                "allowed: a number > 0",
-            )
-        require_pattern(c, "model_id", model_id, _MODEL_ID, _BOOT)
-        require_pattern(c, "vllm_image", vllm_image, _IMAGE, _BOOT)
-        require(
-            ":" in vllm_image.rsplit("/", 1)[-1] or "@" in vllm_image,
-            c,
-            "vllm_image",
-            vllm_image,
-            "allowed: an image with a pinned tag or digest (e.g. vllm/vllm-openai:v0.11.0)",
+        props = FleetProps(
+            vpc=vpc,
+            model_id=model_id,
+            instance_type=instance_type,
+            min_capacity=min_capacity,
+            max_capacity=max_capacity,
+            desired_capacity=desired_capacity,
+            vllm_image=_image(vllm_image, kv_cache),
+            vllm_args=vllm_args,
+            hf_token_secret=hf_token_secret,
+            api_key_secret=api_key_secret,
+            machine_image=machine_image,
+            root_volume_gib=root_volume_gib,
+            health_check_grace=health_check_grace,
+            drain_timeout=drain_timeout,
+            queue_target=queue_target,
+            fleet_name=fleet_name,
+            session_header=session_header,
+            session_query=session_query,
+            vpc_subnets=vpc_subnets,
+            kv_cache=kv_cache,
         )
-        for arg in vllm_args:
-            require_pattern(c, "vllm_args", arg, _VLLM_ARG, _BOOT)
-            require(
-                arg.strip()
-                not in ("--no-enable-prefix-caching", "--enable-prefix-caching=false", "--enable-prefix-caching=False"),
-                c,
-                "vllm_args",
-                arg,
-                "allowed: anything but turning prefix caching off (stickiness buys nothing without it)",
-            )
-            require(
-                not arg.strip().startswith("--api-key"),
-                c,
-                "vllm_args",
-                arg,
-                "allowed: anything but --api-key (it would put the key into user data); pass "
-                "api_key_secret=<Secrets Manager secret> instead",
-            )
-        if fleet_name is not None:
-            require_pattern(c, "fleet_name", fleet_name, _FLEET_NAME, _BOOT)
-        require_pattern(c, "session_header", session_header, _HEADER_NAME, _BOOT)
-        if session_query is not None:
-            require_pattern(c, "session_query", session_query, _QUERY_KEY, _BOOT)
-        _check_secret_arn(c, "hf_token_secret", hf_token_secret)
-        _check_secret_arn(c, "api_key_secret", api_key_secret)
+        check_fleet_props(props)  # every prop is judged before the first resource exists
+        local_cpu_gib = check_kv_cache("VllmFleet", kv_cache, instance_type) if kv_cache is not None else None
+        self._set_attributes(props)
+        self._build_log_groups()
+        self._build_role(props)
+        self._build_launch_template(props)
+        self._build_kv_store(props, local_cpu_gib)
+        self._build_asg(props)
+        Tags.of(self).add(*INFERENCE_TAG)
+        self._acknowledge_nag_findings()
 
-        self.vpc = vpc
-        self.model_id = model_id
-        self.instance_type = instance_type
-        self.min_capacity = min_capacity
-        self.max_capacity = max_capacity
+    # -- builders, in the order the resources are created -----------------------------------------
+    def _set_attributes(self, props: FleetProps) -> None:
+        self.vpc = props.vpc
+        self.model_id = props.model_id
+        self.instance_type = props.instance_type
+        self.min_capacity = props.min_capacity
+        self.max_capacity = props.max_capacity
         self.vllm_port = VLLM_PORT
-        self.vllm_image = vllm_image
-        self.vllm_args = tuple(vllm_args)
-        self.fleet_name = fleet_name or Names.unique_resource_name(self, max_length=64)
-        self.hf_token_secret = hf_token_secret
+        self.vllm_image = props.vllm_image
+        self.vllm_args = tuple(props.vllm_args)
+        self.fleet_name = props.fleet_name or Names.unique_resource_name(self, max_length=64)
+        self.hf_token_secret = props.hf_token_secret
         self.api_key_secret: secretsmanager.ISecret | None = None
-        self.proxy = ProxySpec(session_header=session_header, session_query=session_query)
-        if not starts_inference_server(vllm_image):
+        self.proxy = ProxySpec(session_header=props.session_header, session_query=props.session_query)
+        self.kv_cache: LmCache | None = props.kv_cache
+        self.kv_store: LmCacheStore | None = None
+        self._kv_spec: KvSpec | None = None
+        if not starts_inference_server(props.vllm_image):
             Annotations.of(self).add_warning_v2(
                 "llm-affinity:UnrecognisedInferenceImage",
-                f"VllmFleet: vllm_image={vllm_image!r} is not recognised as an inference server by the "
+                f"VllmFleet: vllm_image={props.vllm_image!r} is not recognised as an inference server by the "
                 "linter (llm_affinity.common.definitions.LLM_SERVERS: vLLM, SGLang, TGI, ...); the fleet is "
                 "still tagged llm-affinity:role=inference",
             )
 
+    def _build_log_groups(self) -> None:
         self.log_group = logs.LogGroup(
             self,
             "EngineMetrics",
@@ -231,6 +198,9 @@ class VllmFleet(Construct):
             removal_policy=RemovalPolicy.DESTROY,
         )
 
+    def _build_role(self, props: FleetProps) -> None:
+        """SSM access, metrics into our namespace only, this fleet's log groups only, and read
+        access to the fleet's own secrets (granted where they are set)."""
         self.role = iam.Role(
             self,
             "InstanceRole",
@@ -256,15 +226,18 @@ class VllmFleet(Construct):
                 ],
             )
         )
-        if hf_token_secret is not None:
-            hf_token_secret.grant_read(self.role)
-        if api_key_secret is not None:
-            self.enable_api_key(api_key_secret)
+        if props.hf_token_secret is not None:
+            props.hf_token_secret.grant_read(self.role)
+        if props.api_key_secret is not None:
+            self.enable_api_key(props.api_key_secret)
 
+    def _build_launch_template(self, props: FleetProps) -> None:
+        """Security group, boot script (rendered at synth, see _BootScript) and the launch
+        template: IMDSv2 with one hop, no public IP, encrypted gp3 root volume."""
         self.security_group = ec2.SecurityGroup(
             self,
             "InstanceSg",
-            vpc=vpc,
+            vpc=props.vpc,
             allow_all_outbound=True,
             description="vLLM instances: ingress only from the load balancer, egress for image/model download",
         )
@@ -275,8 +248,8 @@ class VllmFleet(Construct):
         self.launch_template = ec2.LaunchTemplate(
             self,
             "LaunchTemplate",
-            instance_type=ec2.InstanceType(instance_type),
-            machine_image=machine_image or ec2.MachineImage.from_ssm_parameter(DLAMI_SSM_PARAMETER),
+            instance_type=ec2.InstanceType(props.instance_type),
+            machine_image=props.machine_image or ec2.MachineImage.from_ssm_parameter(DLAMI_SSM_PARAMETER),
             user_data=self.user_data,
             role=self.role,
             security_group=self.security_group,
@@ -288,7 +261,7 @@ class VllmFleet(Construct):
                 ec2.BlockDevice(
                     device_name="/dev/sda1",
                     volume=ec2.BlockDeviceVolume.ebs(
-                        root_volume_gib,
+                        props.root_volume_gib,
                         volume_type=ec2.EbsDeviceVolumeType.GP3,
                         encrypted=True,
                         delete_on_termination=True,
@@ -297,35 +270,55 @@ class VllmFleet(Construct):
             ],
         )
 
+    def _build_kv_store(self, props: FleetProps, local_cpu_gib: int | None) -> None:
+        """The shared store (kv_cache only): reachable from this fleet's instances only; the
+        instance role may read its AUTH token, which the boot script turns into LMCache's URL."""
+        if props.kv_cache is None or local_cpu_gib is None:
+            return
+        self.kv_store = LmCacheStore(
+            self,
+            "KvStore",
+            spec=props.kv_cache,
+            vpc=props.vpc,
+            clients=self.security_group,
+            fleet_name=self.fleet_name,
+        )
+        self.kv_store.auth_secret.grant_read(self.role)
+        self._kv_spec = self.kv_store.kv_spec(props.kv_cache, local_cpu_gib)
+        warn_about_the_store(self, props.kv_cache)
+
+    def _build_asg(self, props: FleetProps) -> None:
+        """ELB health checks after a model-load grace period, a TERMINATING hook that drains,
+        target tracking on waiting requests per instance."""
         self.asg = autoscaling.AutoScalingGroup(
             self,
             "Asg",
-            vpc=vpc,
-            vpc_subnets=vpc_subnets or ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            vpc=props.vpc,
+            vpc_subnets=props.vpc_subnets or ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             launch_template=self.launch_template,
-            min_capacity=min_capacity,
-            max_capacity=max_capacity,
-            desired_capacity=desired_capacity,
+            min_capacity=props.min_capacity,
+            max_capacity=props.max_capacity,
+            desired_capacity=props.desired_capacity,
             health_checks=autoscaling.HealthChecks.with_additional_checks(
                 additional_types=[autoscaling.AdditionalHealthCheckType.ELB],
-                grace_period=health_check_grace,
+                grace_period=props.health_check_grace,
             ),
-            default_instance_warmup=health_check_grace,
+            default_instance_warmup=props.health_check_grace,
             group_metrics=[autoscaling.GroupMetrics.all()],
         )
         self.asg.add_lifecycle_hook(
             "DrainOnScaleIn",
             lifecycle_transition=autoscaling.LifecycleTransition.INSTANCE_TERMINATING,
-            heartbeat_timeout=drain_timeout,
+            heartbeat_timeout=props.drain_timeout,
             default_result=autoscaling.DefaultResult.CONTINUE,
         )
         self.asg.scale_to_track_metric(
             "QueueDepthTracking",
             metric=self.engine_metric("vllm:num_requests_waiting", statistic="Average"),
-            target_value=queue_target,
+            target_value=props.queue_target,
         )
-        Tags.of(self).add(*INFERENCE_TAG)
 
+    def _acknowledge_nag_findings(self) -> None:
         acknowledge_nag(
             self.role,
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
@@ -372,7 +365,15 @@ class VllmFleet(Construct):
             api_key_secret_arn=self.api_key_secret.secret_arn if self.api_key_secret is not None else None,
             access_log_group_name=f"/llm-affinity/{self.fleet_name}/access",
             proxy=self.proxy,
+            kv=self._kv_spec,
+            model_positional=self._kv_spec is not None,  # LMCache's image: ENTRYPOINT `vllm serve`
         )
+
+    @property
+    def shares_kv(self) -> bool:
+        """True when the fleet shares its KV cache through LMCache and a remote store, so reuse
+        survives scattered routing (what `AlbStickiness.none()` requires)."""
+        return self.kv_store is not None
 
     def enable_cookie_proxy(
         self, cookie_name: str, session_header: str = "X-Session-Id", *, secure: bool = False
@@ -381,9 +382,9 @@ class VllmFleet(Construct):
         HTTPS). Idempotent; a second, different cookie is refused."""
         c = "VllmFleet"
         require_pattern(
-            c, "cookie_name", cookie_name, _COOKIE_NAME, "nginx exposes the cookie as $cookie_<name>; " + _BOOT
+            c, "cookie_name", cookie_name, COOKIE_NAME, "nginx exposes the cookie as $cookie_<name>; " + BOOT
         )
-        require_pattern(c, "session_header", session_header, _HEADER_NAME, _BOOT)
+        require_pattern(c, "session_header", session_header, HEADER_NAME, BOOT)
         wanted = replace(self.proxy, cookie_name=cookie_name, session_header=session_header, secure_cookie=secure)
         if self.proxy.cookie_name is not None and self.proxy != wanted:
             raise AffinityPropError(
@@ -421,7 +422,7 @@ class VllmFleet(Construct):
             )
             secret = created
         else:
-            _check_secret_arn("VllmFleet", "api_key_secret", secret)
+            check_secret_arn("api_key_secret", secret)
         secret.grant_read(self.role)
         self.api_key_secret = secret
         return secret
