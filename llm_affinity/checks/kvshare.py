@@ -28,9 +28,9 @@ from .model import (
     Resource,
     SecurityGroup,
     Service,
-    SgRule,
     TargetGroup,
     Unresolved,
+    ref_key,
 )
 from .replicas import several
 
@@ -142,26 +142,27 @@ def store_for(model: Model, remote: KvRemote, like: Resource | None = None) -> A
     return None
 
 
-def _admits(rules: list[SgRule], port: int, peers: set[Any]) -> Any:
-    """True when a rule takes TCP ``port`` from one of ``peers`` (a group) or from addresses (a
-    CIDR or prefix list: addresses are not compared with the fleet's); False when none does;
-    Unresolved when only a rule that cannot be read might."""
+def _admits(groups: list[SecurityGroup], inbound: bool, port: int, peers: set[tuple[Any, Any]]) -> Any:
+    """True when a rule of ``groups`` takes TCP ``port`` from (or to) one of ``peers`` (groups,
+    as (file, id) keys) or addresses (a CIDR or prefix list: addresses are not compared with the
+    fleet's); False when none does; Unresolved when only a rule that cannot be read might."""
     maybe: Any = None
-    for rule in rules:
-        covers = rule.covers(port)
-        if covers is False:
-            continue
-        peer: Any
-        if isinstance(rule.group, Unresolved) or isinstance(rule.cidr, Unresolved):
-            peer = Unresolved("a rule's peer is not resolvable")
-        elif rule.cidr is not None:
-            peer = True
-        else:
-            peer = rule.group in peers
-        if covers is True and peer is True:
-            return True
-        if peer is not False:
-            maybe = maybe or (covers if isinstance(covers, Unresolved) else peer)
+    for group in groups:
+        for rule in group.ingress if inbound else group.egress:
+            covers = rule.covers(port)
+            if covers is False:
+                continue
+            peer: Any
+            if isinstance(rule.group, Unresolved) or isinstance(rule.cidr, Unresolved):
+                peer = Unresolved("a rule's peer is not resolvable")
+            elif rule.cidr is not None:
+                peer = True
+            else:
+                peer = rule.group is not None and ref_key(rule.group, group) in peers
+            if covers is True and peer is True:
+                return True
+            if peer is not False:
+                maybe = maybe or (covers if isinstance(covers, Unresolved) else peer)
     return maybe if maybe is not None else False
 
 
@@ -190,18 +191,17 @@ def reachability(model: Model, groups: Any, store: KvStore, like: Resource) -> t
     if not groups or not store.security_groups:
         side = store.id if not store.security_groups else like.id
         return Unresolved(f"{side} names no security group (the VPC's default group, not modelled)"), ""
-    fleet_ids = set(groups)
     store_groups, hole = _groups(model, store.security_groups, store)
     if hole is not None:
         return hole, ""
-    inbound = _admits([r for g in store_groups for r in g.ingress], port, fleet_ids)
+    inbound = _admits(store_groups, True, port, {ref_key(g, like) for g in groups})
     if inbound is False and model.loose_sg_rules:
         inbound = Unresolved(f"security group rules {', '.join(model.loose_sg_rules[:3])} name no resolvable group")
     fleet_groups, hole = _groups(model, list(groups), like)
     outbound = (
         hole
         if hole is not None
-        else _admits([r for g in fleet_groups for r in g.egress], port, set(store.security_groups))
+        else _admits(fleet_groups, False, port, {ref_key(g, store) for g in store.security_groups})
     )
     if inbound is False:
         names = ", ".join(str(g) for g in store.security_groups)

@@ -25,6 +25,7 @@ from ..common.definitions import ACCELERATOR_TYPES, AUTH_NEVER, environment_text
 from .model import (
     ABSENT,
     UNKNOWN,
+    ForeignId,
     Forward,
     Invalid,
     KvRemote,
@@ -131,9 +132,10 @@ def as_text(value: Any, what: str = "value") -> Any:
 
 
 def ref_id(value: Any) -> Any:
-    """The logical id a reference points to, a literal (ARN or name), or Unresolved."""
+    """The logical id a reference points to (a :class:`ForeignId` for a resource of another
+    template linted with this one), a literal (ARN or name), or Unresolved."""
     if type(value).__name__ == "ResourceRef":
-        return value.logical_id
+        return ForeignId(value.file, value.logical_id) if value.file else value.logical_id
     if isinstance(value, str) and not _is_opaque(value):
         return value
     return Unresolved("reference not resolvable from the template")
@@ -414,7 +416,7 @@ def render(value: Any) -> str:
     cannot be known a hole; a list of words (a command) is joined with spaces."""
     if type(value).__name__ == "ResourceRef":
         target = value.logical_id + (f".{value.attribute}" if value.attribute else "")
-        return launch_text.reference(target)
+        return launch_text.reference(target, getattr(value, "file", None))
     if type(value).__name__ == "Partial":
         refs = iter(getattr(value, "refs", ()) or ())
         parts = value.split(launch_text.HOLE)
@@ -458,7 +460,7 @@ def kv_sharing(*texts: Any, hidden: str | None = None) -> KvSharing | None:
         url=r.url,
         scheme=r.scheme or "",
         host=host,
-        store_ref=r.host_ref.split(".", 1)[0] if r.host_ref else None,
+        store_ref=_store_ref(r.host_ref),
         shared=known(r.shared, "whether LMCache's remote backend is shared"),
         tls=known(r.tls, "whether LMCache encrypts its connection to the remote backend"),
         credentials=known(r.credentials, "whether LMCache authenticates to the remote backend"),
@@ -469,6 +471,16 @@ def kv_sharing(*texts: Any, hidden: str | None = None) -> KvSharing | None:
         in_vpc=r.backend.in_vpc if r.backend else True,
     )
     return KvSharing(use.connector, remote)
+
+
+def _store_ref(target: str | None) -> Any:
+    """The resource a host reference names: its logical id, or a :class:`ForeignId` when it lives
+    in another template of the app."""
+    if not target:
+        return None
+    file, rest = launch_text.split_reference(target)
+    logical_id = rest.split(".", 1)[0]
+    return ForeignId(file, logical_id) if file else logical_id
 
 
 def container_kv(containers: Any) -> KvSharing | None:

@@ -42,9 +42,20 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]{0,127})(?:[:?+=-][^}]{0,256})?\}|\$([A-Za-z_][A-Za-z0-9_]{0,127})")
 
 
-def reference(target: str) -> str:
-    """The mark for "another resource's attribute ``target``" inside a text."""
-    return f"{REF_OPEN}{target}{REF_CLOSE}"
+#: Between a template's path and the target, when the resource lives in another template of the app.
+FILE_SEPARATOR = "\u241f"
+
+
+def reference(target: str, file: str | None = None) -> str:
+    """The mark for "another resource's attribute ``target``" (``Store.PrimaryEndPoint.Address``)
+    inside a text; ``file``: the template that resource lives in when it is not the text's own."""
+    return f"{REF_OPEN}{file}{FILE_SEPARATOR}{target}{REF_CLOSE}" if file else f"{REF_OPEN}{target}{REF_CLOSE}"
+
+
+def split_reference(target: str) -> tuple[str | None, str]:
+    """(file or None, ``Resource.Attribute``) of a reference's target."""
+    file, sep, rest = target.rpartition(FILE_SEPARATOR)
+    return (file, rest) if sep else (None, target)
 
 
 def reference_in(text: str) -> str | None:
@@ -55,7 +66,7 @@ def reference_in(text: str) -> str | None:
 
 def display(text: str) -> str:
     """``text`` for a reader: references as ``${Target}``, holes as ``⁇``."""
-    return _REF.sub(lambda m: "${" + m.group(1) + "}", text)
+    return _REF.sub(lambda m: "${" + split_reference(m.group(1))[1] + "}", text)
 
 
 def bounded(text: Any) -> str:
@@ -298,6 +309,7 @@ __all__ = [
     "display",
     "expand",
     "flag_json",
+    "split_reference",
     "is_loopback",
     "masked",
     "parse_url",

@@ -66,6 +66,9 @@ LOAD_ALARM_PATTERN = re.compile(
 def fleet001(model: Model) -> Iterator[Result]:
     for resource, value in model.serving_unknowns:
         yield Unknown(resource, value)
+    for compute in [*model.fleets, *model.services]:  # serves LLM inference into a group we cannot see
+        if compute.inference and any(unresolved(t) for t in compute.target_group_ids) and not single(model, compute):
+            yield Unknown(compute, "TargetGroupARNs" if isinstance(compute, Fleet) else "LoadBalancers TargetGroupArn")
     for resource, verdict in model.silenced:  # recorded as suppressed (serving.SILENCING_RULE)
         branch = f" when {verdict.when}" if verdict.when else ""
         yield Hit(
@@ -187,7 +190,7 @@ def _inference_fleets(model: Model) -> list[Resource]:
     """Fleets to watch where more than one replica can exist: serving Auto Scaling groups, else
     serving target groups without one."""
     fleets: list[Resource] = [f for f in model.fleets if f.inference]
-    covered = {id(tg) for f in fleets for tg in model.target_groups if tg in _groups_of_fleet(model, f)}
+    covered = {id(tg) for f in fleets for tg in _groups_of_fleet(model, f)}
     out = [f for f in fleets if not single(model, f)]
     out += [tg for tg in model.target_groups if tg.inference and id(tg) not in covered and not single(model, tg)]
     return out

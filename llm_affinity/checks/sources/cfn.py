@@ -6,7 +6,7 @@ Reading files, folders and CDK cloud assemblies is :mod:`.inputs`' job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...common.definitions import METADATA_KEY
@@ -19,6 +19,7 @@ from ..model import (
     Candidate,
     EngineHost,
     Fleet,
+    ForeignId,
     KvStore,
     LaunchSpec,
     Listener,
@@ -98,6 +99,9 @@ class _Variant:
     label: str | None
     location: Location
     suppressions: list[Suppression]
+    #: the commands and files of the resource's ``AWS::CloudFormation::Init`` metadata (what
+    #: cfn-init runs at boot), as text; None when it has none
+    init: str | None = None
 
     def common(self) -> dict[str, Any]:
         return {
@@ -109,9 +113,16 @@ class _Variant:
         }
 
 
-def model_from_template(tf: TemplateFile) -> Model:
-    """One model per template: every modelled resource in each of its scenarios."""
-    tpl = Template(tf.data)
+#: The resource types a model holds (references between templates join them: stacks.Links).
+MODELLED = frozenset(_MODELLED)
+
+
+def model_from_template(tf: TemplateFile, tpl: Template | None = None, finished: bool = True) -> Model:
+    """One model per template: every modelled resource in each of its scenarios. ``tpl`` is the
+    template ready to resolve (with what the other templates linted with it provide, see
+    :mod:`.stacks`); ``finished=False`` leaves linking and classification to the caller (the
+    templates of one app are judged as one model)."""
+    tpl = tpl if tpl is not None else Template(tf.data, path=tf.path)
     model = Model(scope=tf.path)
     by_type: dict[str, list[_Variant]] = {}
     for logical_id, resource in tpl.resources.items():
@@ -124,12 +135,14 @@ def model_from_template(tf: TemplateFile) -> Model:
             logical_id, rtype, file=tf.path, line=tf.resource_lines.get(logical_id), path=_cdk_path(resource)
         )
         suppressions = _suppressions(resource)
+        init = _init_text(tpl, resource) if rtype in (T_LT, T_LC, T_INSTANCE) else None
         for props, scenario, label in _variants(tpl, resource):
             by_type.setdefault(rtype, []).append(
-                _Variant(logical_id, _raw_props(resource), props, scenario, label, location, suppressions)
+                _Variant(logical_id, _raw_props(resource), props, scenario, label, location, suppressions, init)
             )
     _Builder(tpl, model, by_type).build()
-    finish(model)
+    if finished:
+        finish(model)
     model.resources_checked = len(tpl.resources)  # every resource was looked at, modelled or not
     return model
 
@@ -211,12 +224,19 @@ class _Builder:
         for rtype, inbound in ((T_SG_INGRESS, True), (T_SG_EGRESS, False)):
             for v in self.of(rtype):
                 group = N.ref_id(v.props.get("GroupId", v.props.get("GroupName", UNKNOWN)))
-                if not isinstance(group, str):
+                if isinstance(group, Unresolved):
                     m.loose_sg_rules.append(v.logical_id)
+                    continue
+                rule = N.sg_rule(v.props, inbound)
+                if isinstance(group, ForeignId):  # a group of another template of the app: attached on merge
+                    peer = rule.group
+                    if peer is not None and not isinstance(peer, (Unresolved, ForeignId)):
+                        peer = ForeignId(v.location.file, peer) if v.location.file else peer
+                    m.foreign_sg_rules.append(((group.file, group.logical_id), inbound, replace(rule, group=peer)))
                     continue
                 for sg in m.security_groups:
                     if sg.id == group:
-                        (sg.ingress if inbound else sg.egress).append(N.sg_rule(v.props, inbound))
+                        (sg.ingress if inbound else sg.egress).append(rule)
 
     # -- load balancing -------------------------------------------------------------------
 
@@ -254,7 +274,8 @@ class _Builder:
                 security_groups=Unresolved("LaunchTemplateData not resolvable"),
             )
         else:
-            user_data = _user_data(raw.get("UserData"), data.get("UserData", ABSENT))
+            written = _user_data(raw.get("UserData"), data.get("UserData", ABSENT))
+            user_data = _with_init(written, v.init)
             spec = LaunchSpec(
                 instance_types=self.candidates(
                     raw.get("InstanceType", ABSENT), data.get("InstanceType", ABSENT), v.scenario
@@ -262,7 +283,8 @@ class _Builder:
                 user_data=user_data,
                 accelerators=N.asks_for_accelerators(data.get("InstanceRequirements", ABSENT)),
                 source_id=v.logical_id,
-                kv=N.kv_sharing(user_data) if isinstance(user_data, str) else None,
+                # the user data as written keeps its references to other resources (a store's endpoint)
+                kv=N.kv_sharing(written if isinstance(written, str) else None, v.init),
                 security_groups=N.security_group_ids(
                     data, *(("SecurityGroups",) if rtype == T_LC else ("SecurityGroupIds", "SecurityGroups"))
                 ),
@@ -594,6 +616,34 @@ def _user_data(raw: Any, resolved: Any) -> Any:
     if (isinstance(raw, dict) and "Fn::Base64" in raw) or isinstance(resolved, Partial):
         return resolved
     return N.decode_base64_user_data(resolved)
+
+
+def _init_text(tpl: Template, resource: dict) -> str | None:
+    """The text leaves (commands, file contents, service names) of the resource's
+    ``AWS::CloudFormation::Init`` metadata: what cfn-init runs at boot belongs to the
+    instance's user data for recognising an LLM server (the Ollama sample installs it there)."""
+    meta = resource.get("Metadata")
+    init = meta.get("AWS::CloudFormation::Init") if isinstance(meta, dict) else None
+    if not isinstance(init, dict):
+        return None
+    texts: list[str] = []
+    stack: list[Any] = [tpl.resolve(init, {})]
+    while stack and len(texts) < 10_000:
+        item = stack.pop()
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return "\n".join(texts) or None
+
+
+def _with_init(user_data: Any, init: str | None) -> Any:
+    """User data followed by the cfn-init commands and files (unresolved user data stays so)."""
+    if init is None or isinstance(user_data, Unresolved):
+        return user_data
+    return init if user_data is None else f"{user_data}\n{init}"
 
 
 def _raw_props(resource: dict) -> dict:
