@@ -450,7 +450,7 @@ def kv_sharing(*texts: Any, hidden: str | None = None) -> KvSharing | None:
     r = use.remote
 
     def known(value: bool | None, what: str) -> Any:
-        return value if value is not None else Unresolved(f"{what} of {r.url}")
+        return value if value is not None else Unresolved(f"{what} ({r.url})")
 
     if r.host is not None:
         host: Any = r.host

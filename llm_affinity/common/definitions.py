@@ -529,6 +529,8 @@ def _use_of(name: str, raw: str, source: str, extra: dict, text: str) -> LmCache
         return LmCacheUse(name, unknown=f"{source} cannot be known here ({lt.display(raw)[:200]})")
     backend = lmcache_backend(url.scheme)
     host = url.host
+    if url.scheme != "unix" and (not host or any(c in host for c in "[] \t\"'")):
+        return LmCacheUse(name, unknown=f"{source} is not a URL LMCache can read ({lt.display(lt.masked(url))[:200]})")
     host_ref = lt.reference_in(host)
     literal = host if host and host_ref is None and lt.HOLE not in host and lt.REF_OPEN not in host else None
     return LmCacheUse(

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+from urllib.parse import quote, unquote
 
 #: A part of a text that cannot be known here (the same mark the template resolver uses).
 HOLE = "\u2047"
@@ -48,14 +49,17 @@ FILE_SEPARATOR = "\u241f"
 
 def reference(target: str, file: str | None = None) -> str:
     """The mark for "another resource's attribute ``target``" (``Store.PrimaryEndPoint.Address``)
-    inside a text; ``file``: the template that resource lives in when it is not the text's own."""
-    return f"{REF_OPEN}{file}{FILE_SEPARATOR}{target}{REF_CLOSE}" if file else f"{REF_OPEN}{target}{REF_CLOSE}"
+    inside a text; ``file``: the template that resource lives in when it is not the text's own
+    (percent-encoded: a path's ``/`` and ``:`` must not cut a URL around the mark)."""
+    if not file:
+        return f"{REF_OPEN}{target}{REF_CLOSE}"
+    return f"{REF_OPEN}{quote(file, safe='')}{FILE_SEPARATOR}{target}{REF_CLOSE}"
 
 
 def split_reference(target: str) -> tuple[str | None, str]:
     """(file or None, ``Resource.Attribute``) of a reference's target."""
     file, sep, rest = target.rpartition(FILE_SEPARATOR)
-    return (file, rest) if sep else (None, target)
+    return (unquote(file), rest) if sep else (None, target)
 
 
 def reference_in(text: str) -> str | None:
