@@ -226,3 +226,22 @@ def test_url_parts():
     assert lt.parse_url("no scheme here") is None
     assert lt.parse_url("rediss://[::1]:6379").host == "::1" and lt.is_loopback("::1")
     assert lt.display(f"x {lt.reference('A.B')} {lt.HOLE}") == f"x ${{A.B}} {lt.HOLE}"
+
+
+def test_a_kubernetes_container_through_the_same_function():
+    """What a Kubernetes source passes: the container's command and args, its env as lines (a
+    valueFrom entry as unknown, never absent) and envFrom as hidden."""
+    from llm_affinity.common.definitions import environment_lines
+
+    args = ["vllm", "serve", "m", "--kv-transfer-config", '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}']
+    env = [
+        {"name": "LMCACHE_REMOTE_URL", "value": "rediss://lmcache-valkey.kv.svc.cluster.local:6379"},
+        {"name": "LMCACHE_CHUNK_SIZE", "value": "256"},
+    ]
+    use = lmcache_in(" ".join(args), environment_lines(env))
+    assert use.remote.host == "lmcache-valkey.kv.svc.cluster.local" and use.shares is True
+    secret = [{"name": "LMCACHE_REMOTE_URL", "valueFrom": {"secretKeyRef": {"name": "kv", "key": "url"}}}]
+    assert environment_lines(secret) == f"LMCACHE_REMOTE_URL={lt.HOLE}"
+    assert lmcache_in(" ".join(args), environment_lines(secret)).shares is None
+    assert lmcache_in(" ".join(args), None, hidden="envFrom (configMapRef lmcache)").shares is None
+    assert lmcache_in(" ".join(args)).shares is False

@@ -18,7 +18,9 @@ Public API (stable; other sources and the constructs import it):
 * :data:`ROUTER_TAG`, :data:`IGNORE_TAG`, :data:`IGNORE_REASON_TAG`, :data:`METADATA_KEY`;
 * :data:`LMCACHE_CONNECTORS`, :data:`LMCACHE_BACKENDS` (data) and :func:`lmcache_in` — whether a
   launch configuration shares KV through LMCache, and with which remote backend (one definition
-  for templates, live accounts and Kubernetes manifests; the KV rules read nothing else).
+  for templates, live accounts and Kubernetes manifests; the KV rules read nothing else). A
+  Kubernetes source calls ``lmcache_in(" ".join(command + args), environment_lines(env),
+  hidden="envFrom" if envFrom else None)`` for a container.
 
 Levels of serving evidence (docs/model.md):
 
@@ -437,6 +439,29 @@ class LmCacheUse:
         return None if self.unknown else False
 
 
+def environment_lines(pairs: Any) -> str | None:
+    """An environment (``[{name, value}]`` of Kubernetes or the ECS API, ``[{Name, Value}]`` of
+    CloudFormation) as ``NAME=value`` lines for :func:`lmcache_in`, where an entry whose value
+    comes from elsewhere (``valueFrom``: a secret, a config map, a parameter) is ``NAME=⁇``: a
+    name whose value cannot be known reads as unknown, never as absent. (A Kubernetes
+    ``envFrom`` is passed as ``hidden``.)"""
+    if not isinstance(pairs, list):
+        return None
+    lines = []
+    for pair in pairs:
+        if not isinstance(pair, dict):
+            continue
+        name = pair.get("Name", pair.get("name"))
+        if not isinstance(name, str):
+            continue
+        value = pair.get("Value", pair.get("value"))
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            lines.append(f"{name}={value}")
+        elif any(k in pair for k in ("ValueFrom", "valueFrom")):
+            lines.append(f"{name}={lt.HOLE}")
+    return "\n".join(lines) or None
+
+
 def lmcache_in(*texts: Any, hidden: str | None = None) -> LmCacheUse | None:
     """Whether ``texts`` (user data, a container's command and entry point, its environment as
     ``NAME=value`` lines, a Kubernetes container's args and env, an LMCache YAML file) start vLLM
@@ -640,6 +665,7 @@ __all__ = [
     "ROLE_REASON_TAG",
     "ROLE_TAG",
     "ROUTER_TAG",
+    "environment_lines",
     "environment_text",
     "inference_server_name",
     "is_accelerated_instance_type",
