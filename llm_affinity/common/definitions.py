@@ -485,16 +485,17 @@ def lmcache_in(*texts: Any, hidden: str | None = None) -> LmCacheUse | None:
     name = str(config.get("kv_connector") or config.get("kv_connector_module_path") or "LMCache connector")
     extra = config.get("kv_connector_extra_config")
     extra = extra if isinstance(extra, dict) else {}
+    env = lt.Assignments(text)
     if name == "LMCacheMPConnector":
-        return _mp_remote(name, extra, text)
-    raw, source = _remote_url_text(extra, text)
+        return _mp_remote(name, extra, text, env)
+    raw, source = _remote_url_text(extra, text, env)
     if raw is None:
         if source:
             return LmCacheUse(name, unknown=source)
         if hidden:
             return LmCacheUse(name, unknown=f"{LMCACHE_REMOTE_URL_ENV} may come from {hidden}")
         return LmCacheUse(name, local="no remote_url: the KV stays in each instance's own tiers")
-    return _use_of(name, raw, source, extra, text)
+    return _use_of(name, raw, source, extra, text, env)
 
 
 def _connector_configs(text: str) -> list[dict]:
@@ -527,26 +528,26 @@ def _lmcache_connector(text: str) -> dict | None:
     return None
 
 
-def _remote_url_text(extra: dict, text: str) -> tuple[str | None, str | None]:
+def _remote_url_text(extra: dict, text: str, env: lt.Assignments) -> tuple[str | None, str | None]:
     """(the remote URL as written, where it was read); (None, why) when a configuration file
     the text does not show may hold it; (None, None) when there is none."""
     value = extra.get("lmcache.remote_url")
     if isinstance(value, str) and value.strip():
-        return lt.expand(value, text), "lmcache.remote_url in --kv-transfer-config"
-    env = lt.variable(text, LMCACHE_REMOTE_URL_ENV)
-    if env is not None and env.strip():
-        return lt.expand(env, text), LMCACHE_REMOTE_URL_ENV
+        return lt.expand(value, env), "lmcache.remote_url in --kv-transfer-config"
+    url = env.get(LMCACHE_REMOTE_URL_ENV)
+    if url is not None and url.strip():
+        return lt.expand(url, env), LMCACHE_REMOTE_URL_ENV
     yaml = lt.yaml_value(text, "remote_url")
     if yaml is not None:
-        return lt.expand(yaml, text), "remote_url in the LMCache configuration"
-    config_file = lt.variable(text, LMCACHE_CONFIG_FILE_ENV)
+        return lt.expand(yaml, env), "remote_url in the LMCache configuration"
+    config_file = env.get(LMCACHE_CONFIG_FILE_ENV)
     if config_file is not None and lt.yaml_value(text, "chunk_size") is None:
         shown = lt.display(config_file) or "a file"
         return None, f"{LMCACHE_CONFIG_FILE_ENV} names {shown}, which the launch configuration does not show"
     return None, None
 
 
-def _use_of(name: str, raw: str, source: str, extra: dict, text: str) -> LmCacheUse:
+def _use_of(name: str, raw: str, source: str, extra: dict, text: str, env: lt.Assignments) -> LmCacheUse:
     url = lt.parse_url(raw)
     if url is None or lt.HOLE in url.scheme:
         if not raw.strip(lt.HOLE + " \t\"'"):
@@ -568,7 +569,7 @@ def _use_of(name: str, raw: str, source: str, extra: dict, text: str) -> LmCache
             port=url.port,
             shared=_shared(backend, url, literal, host_ref),
             tls=_tls(backend, extra, text),
-            credentials=_credentials(backend, url, extra, text),
+            credentials=_credentials(backend, url, extra, text, env),
             source=source,
             backend=backend,
         ),
@@ -607,7 +608,9 @@ def _tls(backend: LmCacheBackend | None, extra: dict, text: str) -> bool | None:
     return enabled if true_means_tls else not enabled
 
 
-def _credentials(backend: LmCacheBackend | None, url: lt.Url, extra: dict, text: str) -> bool | None:
+def _credentials(
+    backend: LmCacheBackend | None, url: lt.Url, extra: dict, text: str, env: lt.Assignments
+) -> bool | None:
     if backend is None or backend.auth == UNKNOWN_CAPABILITY:
         return None
     if backend.auth == AUTH_IAM:
@@ -617,10 +620,10 @@ def _credentials(backend: LmCacheBackend | None, url: lt.Url, extra: dict, text:
     if backend.auth == AUTH_URL:
         secret = url.password if url.password is not None else url.username
         return bool(secret)
-    return any(_option(extra, text, key) or lt.variable(text, key) for key in backend.credential_keys)
+    return any(_option(extra, text, key) or env.get(key) for key in backend.credential_keys)
 
 
-def _mp_remote(name: str, extra: dict, text: str) -> LmCacheUse:
+def _mp_remote(name: str, extra: dict, text: str, env: lt.Assignments) -> LmCacheUse:
     """LMCacheMPConnector: the lmcache server it talks to (``lmcache.mp.host``/``port`` or
     ``lmcache.mp.server_urls``; default ``localhost:5555``). A server on this host keeps the KV
     here unless its L2 adapter (``--l2-adapter``, not judged) is shared."""
@@ -631,7 +634,7 @@ def _mp_remote(name: str, extra: dict, text: str) -> LmCacheUse:
     url = lt.parse_url(raw)
     literal = url.host if url is not None else None
     if url is not None and literal and not lt.is_loopback(literal):
-        return _use_of(name, "tcp://" + url.netloc, "lmcache.mp.host in --kv-transfer-config", extra, text)
+        return _use_of(name, "tcp://" + url.netloc, "lmcache.mp.host in --kv-transfer-config", extra, text, env)
     if not LMCACHE_MP_SERVER.search(text):
         return LmCacheUse(
             name, unknown="the lmcache server vLLM connects to (on this host) is not in the launch command"

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -127,46 +126,55 @@ def _json_value(rest: str) -> Any:
 # --- variables ---------------------------------------------------------------------------------
 
 _QUOTED = r"\"([^\"\n]{0,4096})\"|'([^'\n]{0,4096})'|([^\s;&|)\"'`]{0,4096})"
+#: Every ``NAME=value`` of a text (shell, ``docker run -e``, ``--env "NAME=value"``, environment
+#: lines), in one pass: a text is scanned once, however many variables are looked up.
+_ASSIGNMENT = re.compile(
+    r"(?:^|(?<=[\s;&|(\"'=]))(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)?)?"
+    r"([A-Za-z_][A-Za-z0-9_]{0,127})=(?:" + _QUOTED + r")",
+    re.MULTILINE,
+)
+#: A Kubernetes ``- name: NAME`` / ``value: ...`` pair.
+_NAME_VALUE = re.compile(
+    r"\bname:\s*[\"']?([A-Za-z_][A-Za-z0-9_]{0,127})[\"']?\s*\n\s*-?\s*value:\s*(?:" + _QUOTED + r")"
+)
 
 
-@lru_cache(maxsize=64)
-def _assignment(name: str) -> re.Pattern:
-    return re.compile(
-        r"(?:^|(?<=[\s;&|(\"'=]))(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)?)?"
-        + re.escape(name)
-        + r"=(?:"
-        + _QUOTED
-        + r")"
-        + r"|\bname:\s*[\"']?"
-        + re.escape(name)
-        + r"[\"']?\s*\n\s*-?\s*value:\s*(?:"
-        + _QUOTED
-        + r")",
-        re.MULTILINE,
-    )
+class Assignments:
+    """The last value every variable is given in a text, found in one pass (quotes removed; a
+    command substitution is a :data:`HOLE`)."""
+
+    def __init__(self, text: str):
+        self.values: dict[str, str] = {}
+        text = bounded(text)
+        found: list[tuple[int, str, str]] = []
+        for pattern in (_ASSIGNMENT, _NAME_VALUE):
+            for match in pattern.finditer(text):
+                value = next((g for g in match.groups()[1:] if g is not None), "")
+                found.append((match.start(), match.group(1), value))
+        for _, name, value in sorted(found):
+            if value.startswith("$(") or value.startswith("`") or (value.startswith("$") and "(" in value[:3]):
+                value = HOLE
+            self.values[name] = value
+
+    def get(self, name: str) -> str | None:
+        return self.values.get(name)
 
 
-def variable(text: str, name: str) -> str | None:
+def variable(text: "str | Assignments", name: str) -> str | None:
     """The value ``name`` is last given in ``text`` (``NAME=value``, ``export NAME="value"``,
     ``docker run -e NAME=value``, ``--env "NAME=value"``, a ``name:``/``value:`` pair), quotes
     removed; a command substitution is a :data:`HOLE`. None when it is never given."""
     if not _NAME.match(name):
         return None
-    found: str | None = None
-    for match in _assignment(name).finditer(bounded(text)):
-        groups = [g for g in match.groups() if g is not None]
-        found = groups[0] if groups else ""
-    if found is None:
-        return None
-    if found.startswith("$(") or found.startswith("`") or (found.startswith("$") and "(" in found[:3]):
-        return HOLE
-    return found
+    index = text if isinstance(text, Assignments) else Assignments(text)
+    return index.get(name)
 
 
-def expand(value: str, text: str) -> str:
+def expand(value: str, text: "str | Assignments") -> str:
     """``value`` with ``$NAME`` / ``${NAME}`` replaced by what ``text`` assigns them (a
     :data:`HOLE` when it assigns nothing, past :data:`MAX_DEPTH` levels or past
     :data:`MAX_EXPANSIONS` variables)."""
+    index = text if isinstance(text, Assignments) else Assignments(text)
     budget = [MAX_EXPANSIONS]
 
     def level(value: str, depth: int) -> str:
@@ -175,7 +183,7 @@ def expand(value: str, text: str) -> str:
             budget[0] -= 1
             if depth >= MAX_DEPTH or budget[0] < 0:
                 return HOLE
-            found = variable(text, name)
+            found = index.get(name)
             return HOLE if found is None else level(found, depth + 1)
 
         return _VAR.sub(one, value)
@@ -305,6 +313,7 @@ def masked(url: Url) -> str:
 
 
 __all__ = [
+    "Assignments",
     "HOLE",
     "LOOPBACK_NAMES",
     "MAX_TEXT",
