@@ -612,7 +612,8 @@ def seed_serving(region: str = "us-east-1", endpoint_url: str | None = None) -> 
 
 # KV shared through LMCache: ElastiCache stores and the security groups between them ----------
 
-LMCACHE_FLAG = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'"""
+KV_CONNECTOR_JSON = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+LMCACHE_FLAG = f"--kv-transfer-config '{KV_CONNECTOR_JSON}'"
 #: The token is read on the host: never in the user data.
 LMCACHE_TOKEN = (
     "TOKEN=$(aws secretsmanager get-secret-value --secret-id lmcache-token --query SecretString --output text)\n"
@@ -644,7 +645,8 @@ def seed_kv(region: str = "us-east-1", endpoint_url: str | None = None) -> dict[
     * ``asg_closed`` uses ``rg_kv`` from ``other_sg``, which nothing admits: KV003;
     * ``asg_local`` runs LMCache with no remote backend: KV001;
     * ``asg_serverless`` uses valkey:// with TLS to ``serverless``, a serverless cache without
-      a user group: KV002 on the cache.
+      a user group: KV002 on the cache;
+    * ``svc_closed``, an awsvpc ECS service, uses ``rg_kv`` from ``other_sg``: KV003.
 
     The answer also holds ``answers``: the DescribeCacheClusters and DescribeServerlessCaches
     answers moto cannot give (see :func:`kv_answer_hooks`)."""
@@ -720,6 +722,43 @@ def seed_kv(region: str = "us-east-1", endpoint_url: str | None = None) -> dict[
             grace=600,
             terminating_hook=True,
         )
+    # an awsvpc ECS service whose tasks' group (other_sg) the store does not admit: KV003
+    ecs = boto3.client("ecs", **kw)
+    ecs.create_cluster(clusterName="kv")
+    ecs.register_task_definition(
+        family="kv-task",
+        networkMode="awsvpc",
+        containerDefinitions=[
+            {
+                "name": "vllm",
+                "image": "lmcache/vllm-openai:v0.5.6",
+                "memory": 30000,
+                "command": ["Qwen/Qwen2.5-7B-Instruct", "--kv-transfer-config", KV_CONNECTOR_JSON],
+                "environment": [{"name": "LMCACHE_REMOTE_URL", "value": f"rediss://{host['rg_kv']}:6379"}],
+                "secrets": [
+                    {"name": "LMCACHE_AUTH_TOKEN", "valueFrom": f"arn:aws:secretsmanager:{region}:{ACCOUNT}:secret:t"}
+                ],
+            }
+        ],
+    )
+    out["tg_svc"] = c.elb.create_target_group(Name="kv-svc", Protocol="HTTP", Port=8000, VpcId=vpc, TargetType="ip")[
+        "TargetGroups"
+    ][0]["TargetGroupArn"]
+    c.elb.modify_target_group_attributes(
+        TargetGroupArn=out["tg_svc"],
+        Attributes=[
+            {"Key": "stickiness.enabled", "Value": "true"},
+            {"Key": "load_balancing.algorithm.type", "Value": "least_outstanding_requests"},
+        ],
+    )
+    out["svc_closed"] = ecs.create_service(
+        cluster="kv",
+        serviceName="kv-closed",
+        taskDefinition="kv-task",
+        desiredCount=2,
+        networkConfiguration={"awsvpcConfiguration": {"subnets": subnets, "securityGroups": [out["other_sg"]]}},
+        loadBalancers=[{"targetGroupArn": out["tg_svc"], "containerName": "vllm", "containerPort": 8000}],
+    )["service"]["serviceArn"]
     c.queue_alarm("kv-queue")
     members = [
         {

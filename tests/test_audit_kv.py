@@ -161,6 +161,58 @@ KV_TEMPLATE = {
         **_fleet("closed", "rediss://:${TOKEN}@${Kv.PrimaryEndPoint.Address}:6379", TOKEN, "OtherSg", True, 2),
         **_fleet("local", None, "", "FleetSg", True, 2),
         **_fleet("serverless", "valkey://${Serverless.Endpoint.Address}:6379", SERVERLESS_BEFORE, "FleetSg", True, 2),
+        "Cluster": {"Type": "AWS::ECS::Cluster", "Properties": {"ClusterName": "kv"}},
+        "TgSvc": {
+            "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+            "Properties": {
+                "Protocol": "HTTP",
+                "Port": 8000,
+                "VpcId": "vpc-1",
+                "TargetType": "ip",
+                "TargetGroupAttributes": [
+                    {"Key": "stickiness.enabled", "Value": "true"},
+                    {"Key": "load_balancing.algorithm.type", "Value": "least_outstanding_requests"},
+                ],
+            },
+        },
+        "Task": {
+            "Type": "AWS::ECS::TaskDefinition",
+            "Properties": {
+                "NetworkMode": "awsvpc",
+                "ContainerDefinitions": [
+                    {
+                        "Name": "vllm",
+                        "Image": "lmcache/vllm-openai:v0.5.6",
+                        "Memory": 30000,
+                        "Command": ["Qwen/Qwen2.5-7B-Instruct", "--kv-transfer-config", F.KV_CONNECTOR_JSON],
+                        "Environment": [
+                            {
+                                "Name": "LMCACHE_REMOTE_URL",
+                                "Value": {"Fn::Sub": "rediss://${Kv.PrimaryEndPoint.Address}:6379"},
+                            }
+                        ],
+                        "Secrets": [
+                            {"Name": "LMCACHE_AUTH_TOKEN", "ValueFrom": "arn:aws:secretsmanager:us-east-1:1:secret:t"}
+                        ],
+                    }
+                ],
+            },
+        },
+        "SvcClosed": {
+            "Type": "AWS::ECS::Service",
+            "Properties": {
+                "Cluster": {"Ref": "Cluster"},
+                "TaskDefinition": {"Ref": "Task"},
+                "DesiredCount": 2,
+                "NetworkConfiguration": {
+                    "AwsvpcConfiguration": {
+                        "SecurityGroups": [{"Fn::GetAtt": ["OtherSg", "GroupId"]}],
+                        "Subnets": ["subnet-1"],
+                    }
+                },
+                "LoadBalancers": [{"TargetGroupArn": {"Ref": "TgSvc"}, "ContainerName": "vllm", "ContainerPort": 8000}],
+            },
+        },
         "QueueAlarm": {
             "Type": "AWS::CloudWatch::Alarm",
             "Properties": {
@@ -176,7 +228,13 @@ KV_TEMPLATE = {
     }
 }
 #: template logical id → seed_kv key
-LOGICAL = {"Kv": "rg_kv", "Plain": "rg_plain", "Serverless": "serverless"} | {
+LOGICAL = {
+    "Kv": "rg_kv",
+    "Plain": "rg_plain",
+    "Serverless": "serverless",
+    "SvcClosed": "svc_closed",
+    "TgSvc": "tg_svc",
+} | {
     f"{kind}{name.capitalize()}": f"{kind.lower()}_{name}"
     for name in ("shared", "plain", "closed", "local", "serverless")
     for kind in ("Tg", "Asg", "Lt")
@@ -187,6 +245,7 @@ EXPECTED = {
     ("KV002", "rg_plain"): 2,
     ("KV002", "serverless"): 1,
     ("KV003", "asg_closed"): 1,
+    ("KV003", "svc_closed"): 1,
     ("KV004", "tg_shared"): 1,
 }
 
@@ -209,7 +268,7 @@ def test_the_audit_of_an_lmcache_account_gives_the_template_findings(kv_account,
     report = evaluate(result.models)
     severities = {(f.rule.id, by_arn.get(f.resource.id)): f.severity for f in report.findings}
     assert severities[("KV004", "tg_shared")] == "info" and severities[("KV003", "asg_closed")] == "error"
-    (closed,) = [f for f in report.findings if f.rule.id == "KV003"]
+    (closed,) = [f for f in report.findings if f.rule.id == "KV003" and by_arn.get(f.resource.id) == "asg_closed"]
     assert f"({ids['other_sg']})" in closed.message and f"({ids['store_sg']})" in closed.message
     (plain,) = [f for f in report.findings if f.rule.id == "KV002" and by_arn.get(f.resource.id) == "asg_plain"]
     assert "redis://master.plain." in plain.message and "without TLS" in plain.message
@@ -260,6 +319,7 @@ def test_elasticache_denied_is_coverage_and_unknowns_never_findings(kv_account):
         ("KV002", "asg_closed"),
         ("KV002", "asg_plain"),
         ("KV002", "asg_shared"),
+        ("KV002", "svc_closed"),
     ]
     assert all(v.endswith("ElastiCache could not be read") for _, _, v in unknown)
 

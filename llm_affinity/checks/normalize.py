@@ -496,10 +496,11 @@ def container_kv(containers: Any) -> KvSharing | None:
         for key in ("Environment", "Secrets"):
             pairs = c.get(key)
             for pair in pairs if isinstance(pairs, list) else []:
-                if not isinstance(pair, dict) or not isinstance(pair.get("Name"), str):
-                    continue
-                value = pair.get("Value", UNKNOWN) if key == "Environment" else UNKNOWN
-                lines.append(f"{pair['Name']}={render(value)}")
+                name = pair.get("Name", pair.get("name")) if isinstance(pair, dict) else None
+                if not isinstance(name, str):
+                    continue  # (the ECS API's environment keeps its lower-case keys)
+                value = pair.get("Value", pair.get("value", UNKNOWN)) if key == "Environment" else UNKNOWN
+                lines.append(f"{name}={render(value)}")
         files = c.get("EnvironmentFiles")
         hidden = "an environment file (EnvironmentFiles)" if isinstance(files, list) and files else None
         found = kv_sharing(c.get("EntryPoint"), c.get("Command"), "\n".join(lines), hidden=hidden)
