@@ -242,7 +242,7 @@ LOGICAL = {
 EXPECTED = {
     ("KV001", "asg_local"): 1,
     ("KV002", "asg_plain"): 1,
-    ("KV002", "rg_plain"): 2,
+    ("KV002", "rg_plain"): 1,
     ("KV002", "serverless"): 1,
     ("KV003", "asg_closed"): 1,
     ("KV003", "svc_closed"): 1,

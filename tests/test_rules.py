@@ -83,7 +83,7 @@ EXPECTED = {
             ("KV002", "AsgLm"): 1,
             ("KV002", "AsgPlain"): 1,
             ("KV002", "AsgValkey"): 1,
-            ("KV002", "PlainStore"): 2,
+            ("KV002", "PlainStore"): 1,
             ("KV002", "Serverless"): 1,
         },
         [

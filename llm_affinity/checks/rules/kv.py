@@ -77,30 +77,30 @@ def kv001(model: Model) -> Iterator[Result]:
 
 
 def _store_problems(store: KvStore) -> Iterator[Result]:
-    """What an ElastiCache store LMCache shares KV through falls short of: encryption in transit
-    and authentication (an AUTH token or an RBAC user group)."""
-    what = f"{store.kind} {store.id} (LMCache's shared KV store)"
+    """What an ElastiCache store LMCache shares KV through falls short of — encryption in transit,
+    authentication (an AUTH token or an RBAC user group) — named in one finding."""
+    problems: list[str] = []
     transit = store.transit_encryption
     if isinstance(transit, Unresolved):
         yield Unknown(store, "TransitEncryptionEnabled")
     elif transit is not True:
-        yield Hit(
-            store,
-            f"{what} has TransitEncryptionEnabled off: KV blocks (the attention state of users' prompts) "
-            "cross the network in clear text",
+        problems.append(
+            "TransitEncryptionEnabled off (KV blocks, the attention state of users' prompts, cross the network "
+            "in clear text)"
         )
     auth = [store.auth_token, store.user_groups]
-    if True in auth:
-        return
-    if any(isinstance(a, Unresolved) for a in auth):
-        yield Unknown(store, "AuthToken / UserGroupIds")
-        return
-    missing = (
-        "no RBAC user group (UserGroupId)"
-        if store.kind == "serverless cache"
-        else "no AUTH token and no RBAC user group"
-    )
-    yield Hit(store, f"{what} has {missing}: any host that reaches it can read and overwrite cached KV")
+    if True not in auth:
+        if any(isinstance(a, Unresolved) for a in auth):
+            yield Unknown(store, "AuthToken / UserGroupIds")
+        else:
+            missing = (
+                "no RBAC user group (UserGroupId)"
+                if store.kind == "serverless cache"
+                else "no AUTH token and no RBAC user group"
+            )
+            problems.append(f"{missing} (any host that reaches it can read and overwrite cached KV)")
+    if problems:
+        yield Hit(store, f"{store.kind} {store.id} (LMCache's shared KV store) has {' and '.join(problems)}")
 
 
 def _client_problems(user: KvUser, remote: KvRemote, check_credentials: bool) -> Iterator[Result]:
