@@ -168,6 +168,38 @@ def scenarios_everywhere(target_bytes: int = 10 * MB) -> str:
     return json.dumps({"Parameters": params, "Conditions": conditions, "Resources": resources})
 
 
+def lmcache_user_data(target_bytes: int = MB) -> str:
+    """A GPU fleet whose user data (1 MB) starts vLLM with LMCache and builds LMCACHE_REMOTE_URL
+    from 300 shell variables among 250,000 assignments: every variable a lookup (each used to
+    rescan the text: 14 s; the assignments are now indexed in one pass)."""
+    variables = "".join(f"$V{i}" for i in range(300))
+    flag = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'"""
+    filler = "A=b " * ((target_bytes - 2000) // 4)
+    user_data = f"#!/bin/bash\nLMCACHE_REMOTE_URL=redis://h{variables}:6379\n{filler}\nvllm serve m {flag}\n"
+    return json.dumps(
+        {
+            "Resources": {
+                "Tg": _tg({"VpcId": "vpc-1"}),
+                "Lt": {
+                    "Type": "AWS::EC2::LaunchTemplate",
+                    "Properties": {
+                        "LaunchTemplateData": {"InstanceType": "g6.xlarge", "UserData": {"Fn::Base64": user_data}}
+                    },
+                },
+                "Asg": {
+                    "Type": "AWS::AutoScaling::AutoScalingGroup",
+                    "Properties": {
+                        "MinSize": "1",
+                        "MaxSize": "4",
+                        "TargetGroupARNs": [{"Ref": "Tg"}],
+                        "LaunchTemplate": {"LaunchTemplateId": {"Ref": "Lt"}, "Version": "1"},
+                    },
+                },
+            }
+        }
+    )
+
+
 BOMBS: dict[str, tuple[str, Callable[[], str]]] = {
     "join-wide-delimiter": ("json", join_wide_delimiter),
     "join-many-items": ("json", join_many_items),
@@ -184,6 +216,7 @@ BIG = {
     "10mb-json-lists": ("json", json_empty_lists),
     "10mb-scenarios": ("json", scenarios_everywhere),
     "10mb-find-in-map-fanout": ("json", find_in_map_fanout_wide),
+    "1mb-lmcache-user-data": ("json", lmcache_user_data),
 }
 
 

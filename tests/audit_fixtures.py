@@ -610,3 +610,201 @@ def seed_serving(region: str = "us-east-1", endpoint_url: str | None = None) -> 
     # a service behind no target group: listed, its task definition not read
     ecs.create_service(cluster="serving", serviceName="worker", taskDefinition="plain", desiredCount=1)
     return out
+
+
+# KV shared through LMCache: ElastiCache stores and the security groups between them ----------
+
+KV_CONNECTOR_JSON = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+LMCACHE_FLAG = f"--kv-transfer-config '{KV_CONNECTOR_JSON}'"
+#: The token is read on the host: never in the user data.
+LMCACHE_TOKEN = (
+    "TOKEN=$(aws secretsmanager get-secret-value --secret-id lmcache-token --query SecretString --output text)\n"
+)
+
+
+def lmcache_user_data(remote: str | None, before: str = "") -> str:
+    """User data that starts vLLM with LMCache; ``remote`` is LMCACHE_REMOTE_URL (None: none)."""
+    env = f'export LMCACHE_REMOTE_URL="{remote}"\n' if remote else ""
+    return (
+        f"#!/bin/bash\n{before}{env}docker run -d --gpus all -p 8000:8000 -e LMCACHE_REMOTE_URL "
+        f"lmcache/vllm-openai:v0.5.6 Qwen/Qwen2.5-7B-Instruct {LMCACHE_FLAG}\n"
+    )
+
+
+#: What moto 5.2.5 does not model, answered through botocore event hooks by the tests (see
+#: kv_answers): the member clusters of a replication group (DescribeCacheClusters lists none, so
+#: their security groups are unknown to it) and serverless caches (not implemented).
+SERVERLESS_HOST = "kv-serverless-a1b2c3.serverless.use1.cache.amazonaws.com"
+
+
+def seed_kv(region: str = "us-east-1", endpoint_url: str | None = None) -> dict[str, Any]:
+    """Five LMCache fleets and their stores (docs/lmcache.md's rules, live):
+
+    * ``asg_shared`` shares KV through ``rg_kv`` (valkey, TLS, AUTH token) over rediss://, from
+      ``fleet_sg``, which ``store_sg`` admits on 6379, behind ``tg_shared`` without stickiness:
+      KV004, no FLEET001;
+    * ``asg_plain`` uses redis:// to ``rg_plain`` (no TLS, no auth): KV002 on both;
+    * ``asg_closed`` uses ``rg_kv`` from ``other_sg``, which nothing admits: KV003;
+    * ``asg_local`` runs LMCache with no remote backend: KV001;
+    * ``asg_serverless`` uses valkey:// with TLS to ``serverless``, a serverless cache without
+      a user group: KV002 on the cache;
+    * ``svc_closed``, an awsvpc ECS service, uses ``rg_kv`` from ``other_sg``: KV003.
+
+    The answer also holds ``answers``: the DescribeCacheClusters and DescribeServerlessCaches
+    answers moto cannot give (see :func:`kv_answer_hooks`)."""
+    c = Clients(region, endpoint_url)
+    kw: dict[str, Any] = {"region_name": region}
+    if endpoint_url:
+        kw["endpoint_url"] = endpoint_url
+    ec = boto3.client("elasticache", **kw)
+    vpc, subnets = c.network()
+    out: dict[str, Any] = {}
+    out["fleet_sg"] = c.ec2.create_security_group(GroupName="kv-fleet", Description="vLLM", VpcId=vpc)["GroupId"]
+    out["other_sg"] = c.ec2.create_security_group(GroupName="kv-other", Description="vLLM", VpcId=vpc)["GroupId"]
+    out["store_sg"] = c.ec2.create_security_group(GroupName="kv-store", Description="LMCache", VpcId=vpc)["GroupId"]
+    c.ec2.authorize_security_group_ingress(
+        GroupId=out["store_sg"],
+        IpPermissions=[
+            {"IpProtocol": "tcp", "FromPort": 6379, "ToPort": 6379, "UserIdGroupPairs": [{"GroupId": out["fleet_sg"]}]}
+        ],
+    )
+    rgs = {}
+    for key, name, secure in (("rg_kv", "kv", True), ("rg_plain", "plain", False)):
+        extra: dict[str, Any] = {"TransitEncryptionEnabled": True, "AuthToken": "a" * 32} if secure else {}
+        rg = ec.create_replication_group(
+            ReplicationGroupId=name,
+            ReplicationGroupDescription="LMCache shared KV",
+            Engine="valkey" if secure else "redis",
+            CacheNodeType="cache.r7g.xlarge",
+            NumCacheClusters=2,
+            SecurityGroupIds=[out["store_sg"]],
+            Port=6379,
+            **extra,
+        )["ReplicationGroup"]
+        rgs[key] = rg
+        out[key] = rg["ARN"]
+    host = {k: rg["NodeGroups"][0]["PrimaryEndpoint"]["Address"] for k, rg in rgs.items()}
+    out["serverless"] = f"arn:aws:elasticache:{region}:{ACCOUNT}:serverlesscache:kv-serverless"
+    fleets = (
+        ("shared", f"rediss://:${{TOKEN}}@{host['rg_kv']}:6379", LMCACHE_TOKEN, "fleet_sg", False, 4),
+        ("plain", f"redis://{host['rg_plain']}:6379", "", "fleet_sg", True, 3),
+        ("closed", f"rediss://:${{TOKEN}}@{host['rg_kv']}:6379", LMCACHE_TOKEN, "other_sg", True, 2),
+        ("local", None, "", "fleet_sg", True, 2),
+        (
+            "serverless",
+            f"valkey://{SERVERLESS_HOST}:6379",
+            "PASSWORD=$(aws secretsmanager get-secret-value --secret-id lmcache-user --query SecretString --output text)\n"
+            'export LMCACHE_EXTRA_CONFIG="{\\"valkey_mode\\": \\"cluster\\", \\"tls_enable\\": true, '
+            '\\"valkey_username\\": \\"$PASSWORD\\", \\"valkey_password\\": \\"lmcache\\"}"\n',
+            "fleet_sg",
+            True,
+            2,
+        ),
+    )
+    for name, remote, before, group, sticky, max_size in fleets:
+        attrs = {"load_balancing.algorithm.type": "least_outstanding_requests"}
+        if sticky:
+            attrs["stickiness.enabled"] = "true"
+        out[f"tg_{name}"] = c.tg(f"kv-{name}", vpc, attrs=attrs)
+        data = {
+            "ImageId": "ami-12345678",
+            "InstanceType": "g6.xlarge",
+            "SecurityGroupIds": [out[group]],
+            "UserData": base64.b64encode(lmcache_user_data(remote, before).encode()).decode(),
+        }
+        lt = c.ec2.create_launch_template(LaunchTemplateName=f"kv-{name}", LaunchTemplateData=data)
+        out[f"lt_{name}"] = lt["LaunchTemplate"]["LaunchTemplateId"]
+        out[f"asg_{name}"] = c.asg(
+            f"kv-{name}",
+            subnets,
+            [out[f"tg_{name}"]],
+            template=out[f"lt_{name}"],
+            max_size=max_size,
+            health="ELB",
+            grace=600,
+            terminating_hook=True,
+        )
+    # an awsvpc ECS service whose tasks' group (other_sg) the store does not admit: KV003
+    ecs = boto3.client("ecs", **kw)
+    ecs.create_cluster(clusterName="kv")
+    ecs.register_task_definition(
+        family="kv-task",
+        networkMode="awsvpc",
+        containerDefinitions=[
+            {
+                "name": "vllm",
+                "image": "lmcache/vllm-openai:v0.5.6",
+                "memory": 30000,
+                "command": ["Qwen/Qwen2.5-7B-Instruct", "--kv-transfer-config", KV_CONNECTOR_JSON],
+                "environment": [{"name": "LMCACHE_REMOTE_URL", "value": f"rediss://{host['rg_kv']}:6379"}],
+                "secrets": [
+                    {"name": "LMCACHE_AUTH_TOKEN", "valueFrom": f"arn:aws:secretsmanager:{region}:{ACCOUNT}:secret:t"}
+                ],
+            }
+        ],
+    )
+    out["tg_svc"] = c.elb.create_target_group(Name="kv-svc", Protocol="HTTP", Port=8000, VpcId=vpc, TargetType="ip")[
+        "TargetGroups"
+    ][0]["TargetGroupArn"]
+    c.elb.modify_target_group_attributes(
+        TargetGroupArn=out["tg_svc"],
+        Attributes=[
+            {"Key": "stickiness.enabled", "Value": "true"},
+            {"Key": "load_balancing.algorithm.type", "Value": "least_outstanding_requests"},
+        ],
+    )
+    out["svc_closed"] = ecs.create_service(
+        cluster="kv",
+        serviceName="kv-closed",
+        taskDefinition="kv-task",
+        desiredCount=2,
+        networkConfiguration={"awsvpcConfiguration": {"subnets": subnets, "securityGroups": [out["other_sg"]]}},
+        loadBalancers=[{"targetGroupArn": out["tg_svc"], "containerName": "vllm", "containerPort": 8000}],
+    )["service"]["serviceArn"]
+    c.queue_alarm("kv-queue")
+    members = [
+        {
+            "CacheClusterId": member,
+            "ReplicationGroupId": rg["ReplicationGroupId"],
+            "Engine": rg["Engine"],
+            "CacheClusterStatus": "available",
+            "SecurityGroups": [{"SecurityGroupId": out["store_sg"], "Status": "active"}],
+        }
+        for rg in rgs.values()
+        for member in rg["MemberClusters"]
+    ]
+    serverless = {
+        "ServerlessCacheName": "kv-serverless",
+        "Status": "available",
+        "Engine": "valkey",
+        "MajorEngineVersion": "8",
+        "SecurityGroupIds": [out["store_sg"]],
+        "SubnetIds": subnets,
+        "Endpoint": {"Address": SERVERLESS_HOST, "Port": 6379},
+        "ReaderEndpoint": {"Address": SERVERLESS_HOST, "Port": 6380},
+        "ARN": out["serverless"],
+    }
+    out["answers"] = {
+        "elasticache.DescribeCacheClusters": {"CacheClusters": members},
+        "elasticache.DescribeServerlessCaches": {"ServerlessCaches": [serverless]},
+    }
+    return out
+
+
+def kv_answer_hooks(session: Any, answers: dict[str, dict]) -> None:
+    """Answer the calls moto 5.2.5 cannot (``seed_kv``'s ``answers``, keyed
+    ``"<service>.<Operation>"``) through one generic ``before-call`` handler registered last:
+    botocore calls handlers of a more specific event name first, so a handler on
+    ``before-call.elasticache.X`` would run before the audit's own call counter; on the generic
+    name, registered last, it runs after it (and after any recorder). botocore then uses the
+    answer instead of sending the request."""
+    import types
+
+    def answer(model=None, **_):
+        key = f"{model.service_model.endpoint_prefix}.{model.name}" if model is not None else ""
+        parsed = answers.get(key)
+        if parsed is None:
+            return None
+        return types.SimpleNamespace(status_code=200, headers={}), {**parsed, "ResponseMetadata": {}}
+
+    session.events.register_last("before-call", answer)

@@ -100,14 +100,16 @@ def lb_attrs(lb: dict) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def reference_synth(tmp_path_factory) -> Synth:
-    """All reference stacks, synthesized by app.py's make_app with cdk-nag and our plugin."""
+    """All reference stacks, synthesized by app.py's make_app with cdk-nag and our plugin. The
+    gates' verdicts are in `outdir/validation-report.json` (appMode "process", as app.py's main:
+    a failing gate does not raise here; test_stacks.py asserts each gate's exact findings)."""
     import sys
 
     sys.path.insert(0, str(ROOT))
     import app as app_module
 
     outdir = tmp_path_factory.mktemp("reference-cdk-out")
-    app = app_module.make_app(outdir=str(outdir))
+    app = app_module.make_app({app_module.APP_MODE: "process"}, outdir=str(outdir))
     from llm_affinity.stacks import REFERENCE_STACKS
 
     stacks = {sid: app.node.find_child(sid) for sid in REFERENCE_STACKS}

@@ -347,6 +347,7 @@ def test_cdk_ls_works_without_activating_the_venv(tmp_path):
         "LlmAffinityAlbDuration",
         "LlmAffinityAlbAppCookie",
         "LlmAffinityNlbSourceIp",
+        "LlmAffinityLmCache",
         "LlmAffinityMcpGateway",
     ]
 

@@ -30,11 +30,14 @@ def recorded():
         with lock:
             seen.add((model.service_model.service_name, model.name))
 
+    answers: dict = {}
+
     class Recording(boto3.session.Session):
         def __init__(self, *a, **kw):
             super().__init__(*a, **kw)
             self.events.register("before-call", record)
             F.capacity_strategy_hook(self)
+            F.kv_answer_hooks(self, answers)  # what moto cannot answer for ElastiCache
 
     mp = pytest.MonkeyPatch()
     F.use_fake_credentials(mp)
@@ -43,6 +46,7 @@ def recorded():
         with mock_aws():
             F.seed_bad("us-east-1")
             F.seed_serving("us-east-1")  # EC2 instances registered by id, ECS services
+            answers.update(F.seed_kv("us-west-2")["answers"])  # LMCache fleets: ElastiCache, security groups
             F.seed_good("eu-west-1")
             result = aws.collect(all_regions=True)
             assert result.reached_any
@@ -86,7 +90,9 @@ def test_all_regions_reads_every_enabled_region(recorded):
     assert {"us-east-1", "eu-west-1"} <= set(regions) and len(regions) > 10
     assert result.coverage["operations"]["ec2:DescribeRegions"] == 1
     (model,) = result.models
-    assert {tg.location.region for tg in model.target_groups} == {"us-east-1", "eu-west-1"}
+    assert {tg.location.region for tg in model.target_groups} == {"us-east-1", "eu-west-1", "us-west-2"}
+    # ElastiCache is read where an LMCache fleet runs, and nowhere else
+    assert [k for k in result.coverage["services"] if k.endswith("/elasticache")] == ["us-west-2/elasticache"]
 
 
 def _enforced_audit(monkeypatch, actions: list[str], run=None):

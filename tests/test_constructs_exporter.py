@@ -165,3 +165,39 @@ def test_nginx_config_without_cookie_is_a_plain_reverse_proxy():
     assert "Set-Cookie" not in conf and "$cookie_" not in conf and "return 400" not in conf
     assert 'add_header X-Served-By "i-0123456789abcdef0" always;' in conf
     assert "proxy_pass http://127.0.0.1:8000;" in conf
+
+
+LMCACHE_SAMPLE = """# TYPE lmcache:time_to_retrieve histogram
+lmcache:time_to_retrieve_bucket{le="0.01",model_name="m",worker_id="0"} 10.0
+lmcache:time_to_retrieve_bucket{le="0.1",model_name="m",worker_id="0"} 20.0
+lmcache:time_to_retrieve_bucket{le="+Inf",model_name="m",worker_id="0"} 20.0
+lmcache:time_to_store_bucket{le="0.5",model_name="m",worker_id="0"} 4.0
+lmcache:time_to_store_bucket{le="+Inf",model_name="m",worker_id="0"} 4.0
+lmcache:remote_time_to_get_bucket{le="10.0",model_name="m",worker_id="0"} 5.0
+lmcache:remote_time_to_get_bucket{le="100.0",model_name="m",worker_id="0"} 10.0
+lmcache:remote_time_to_get_bucket{le="+Inf",model_name="m",worker_id="0"} 10.0
+lmcache:num_hit_tokens_total{model_name="m",worker_id="0"} 300.0
+lmcache:num_requested_tokens_total{model_name="m",worker_id="0"} 400.0
+"""
+
+
+def test_lmcache_values_of_an_interval(exporter):
+    """--lmcache: LMCache's hit rate (hit / requested tokens) and the p95 of its retrieve, store
+    and remote-get histograms (remote get is in milliseconds: published in seconds)."""
+    before = exporter.sample("", lmcache=True)
+    now = exporter.sample(SAMPLE + LMCACHE_SAMPLE, lmcache=True)
+    values = exporter.interval_values(now, before)
+    assert values["lmcache_hit_rate"] == pytest.approx(0.75)
+    assert values["prefix_cache_hit_rate"] == pytest.approx(0.6)
+    assert values["lmcache_retrieve_p95_seconds"] == pytest.approx(0.01 + 0.09 * 9 / 10)
+    assert values["lmcache_store_p95_seconds"] == pytest.approx(0.5 * 3.8 / 4)
+    assert values["lmcache_remote_get_p95_seconds"] == pytest.approx((10 + 90 * 4.5 / 5) / 1000)
+    assert values["ttft_p95_seconds"] == pytest.approx(0.75)
+    # without --lmcache nothing of LMCache is read, even when it is on the page
+    plain = exporter.interval_values(exporter.sample(SAMPLE + LMCACHE_SAMPLE, False), exporter.sample("", False))
+    assert sorted(plain) == ["prefix_cache_hit_rate", "ttft_p50_seconds", "ttft_p95_seconds"]
+    # an interval without LMCache traffic publishes no LMCache value (never a made-up 0)
+    assert not [k for k in exporter.interval_values(now, now) if k.startswith("lmcache")]
+    rec = exporter.emf_record("ns", "f", "i-1", "/lg", values, 0)
+    units = {m["Name"]: m["Unit"] for m in rec["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert units["lmcache_hit_rate"] == "None" and units["lmcache_remote_get_p95_seconds"] == "Seconds"

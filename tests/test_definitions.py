@@ -18,6 +18,8 @@ POSITIVE = {
         "docker run --gpus all vllm/vllm-openai --model meta-llama/Llama-3.1-8B",
         "nvcr.io/nvidia/tritonserver:24.08-vllm-python-py3",
         "python -m vllm serve m",
+        # an image whose entry point is vllm serve, known by vLLM's KV connector flag
+        'registry.example/kv-image:1 Qwen/Qwen2.5-7B --kv-transfer-config {"kv_connector":"LMCacheConnectorV1"}',
     ],
     "SGLang": [
         "lmsysorg/sglang:v0.4.6-cu124",
@@ -75,7 +77,12 @@ POSITIVE = {
 
 #: server name → near misses: texts about the server that do not run it
 NEAR_MISS = {
-    "vLLM": ["pip install vllm-client", "# see the vllm docs for tuning", "python -m vllm_benchmarks.run"],
+    "vLLM": [
+        "pip install vllm-client",
+        "# see the vllm docs for tuning",
+        "python -m vllm_benchmarks.run",
+        "# kv_transfer_config is documented upstream",
+    ],
     "SGLang": ["python -m sglang_router.launch_router --worker-urls http://w1:30000", "sglang is fast"],
     "TGI": ['pipeline("text-generation", model=m)', "huggingface/transformers-pytorch-gpu"],
     "Ollama": ["ghcr.io/open-webui/open-webui:main", "OLLAMA_BASE_URL=http://ollama:11434", "# ollama docs"],

@@ -45,9 +45,12 @@ def test_plugin_identity():
 
 
 def test_clean_reference_templates_pass(reference_synth):
+    """Every reference template passes; the LMCache one with exactly one info finding, KV004 on its
+    non-sticky target group (its fleet shares KV through LMCache's store: no FLEET001)."""
     from llm_affinity.checks.nag import LlmAffinityChecks
 
-    report = LlmAffinityChecks().validate(_ctx(*reference_synth.paths.values()))
+    clean = {sid: p for sid, p in reference_synth.paths.items() if sid != "LlmAffinityLmCache"}
+    report = LlmAffinityChecks().validate(_ctx(*clean.values()))
     assert report.success is True
     (summary,) = report.violations  # only the record of what was checked
     assert summary.rule_name == "LlmAffinity::Checked" and summary.severity == "info"
@@ -56,8 +59,17 @@ def test_clean_reference_templates_pass(reference_synth):
         and " in 4 template(s): 0 finding(s)" in summary.description
     )
     (where,) = summary.violating_resources
-    assert sorted(where.locations) == sorted(p.name for p in reference_synth.paths.values())
+    assert sorted(where.locations) == sorted(p.name for p in clean.values())
     assert {json.loads(v)["findings"] for v in report.metadata.values()} == {0}
+
+    lmcache = reference_synth.paths["LlmAffinityLmCache"]
+    report = LlmAffinityChecks().validate(_ctx(lmcache))
+    real = [(v.rule_name, r.resource_logical_id) for v in report.violations for r in v.violating_resources]
+    real = [x for x in real if x[0] != "LlmAffinity::Checked"]
+    assert report.success is True
+    assert real == [("LlmAffinity::KV004", "FrontBlue88780A64")]
+    (kv004,) = [v for v in report.violations if v.rule_name == "LlmAffinity::KV004"]
+    assert kv004.severity == "info" and "shares KV through LMCache's remote backend" in kv004.description
 
 
 def test_warning_fails_by_default_and_passes_with_fail_on_error(reference_synth, tmp_path):

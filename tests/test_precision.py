@@ -31,6 +31,8 @@ def test_the_spreading_rules_are_the_documented_ones():
         "FLEET002",
         "FLEET004",
         "FLEET005",
+        "KV001",
+        "KV004",
         "GW003",
         "GW004",
     ]

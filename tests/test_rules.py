@@ -20,10 +20,12 @@ EXPECTED_IDS = (
     [f"ALB{n:03d}" for n in range(1, 13)]
     + [f"NLB{n:03d}" for n in range(1, 4)]
     + [f"FLEET{n:03d}" for n in range(1, 9)]
+    + [f"KV{n:03d}" for n in range(1, 5)]
     + [f"GW{n:03d}" for n in range(1, 5)]
     + ["SUP001"]
 )
 _N = "number of instances (Auto Scaling group MaxSize, ECS DesiredCount or targets)"
+_SECRET_URL = "LMCache remote backend: LMCACHE_REMOTE_URL is set at run time (a secret, a parameter, a command)"
 
 #: fixture → ({(rule, resource): count of findings}, [(rule, resource, unknown value)], [suppressed]),
 #: judged by hand.
@@ -74,6 +76,42 @@ EXPECTED = {
     "FLEET007_pass": ({("FLEET005", "Asg"): 1, ("FLEET008", "Asg"): 1}, []),
     "FLEET008_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 1}, []),
     "FLEET008_pass": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1}, []),
+    "KV001_fail": ({("KV001", "Asg"): 1, ("KV001", "AsgLocal"): 1}, []),
+    "KV001_pass": ({}, [("KV001", "Service", _SECRET_URL), ("KV002", "Service", _SECRET_URL)]),
+    "KV002_fail": (
+        {
+            ("KV002", "AsgLm"): 1,
+            ("KV002", "AsgPlain"): 1,
+            ("KV002", "AsgValkey"): 1,
+            ("KV002", "PlainStore"): 1,
+            ("KV002", "Serverless"): 1,
+        },
+        [
+            (
+                "KV003",
+                "AsgLm",
+                "security groups of the store behind lm://lmcache-server.internal.example:65432 (not in this model)",
+            )
+        ],
+    ),
+    "KV002_pass": ({}, []),
+    "KV003_fail": ({("KV003", "AsgNoEgress"): 1, ("KV003", "AsgOther"): 1, ("KV003", "AsgPort"): 1}, []),
+    "KV003_pass": (
+        {},
+        [
+            (
+                "KV003",
+                "AsgDefault",
+                "whether AsgDefault reaches DefaultStore: DefaultStore names no security group "
+                "(the VPC's default group, not modelled)",
+            )
+        ],
+    ),
+    "KV004_fail": ({("KV004", "Tg"): 1}, []),
+    "KV004_pass": (
+        {},
+        [("FLEET001", "TgService", _SECRET_URL), ("KV001", "Service", _SECRET_URL), ("KV002", "Service", _SECRET_URL)],
+    ),
     "GW001_fail": ({("GW001", "Gateway"): 1}, []),
     "GW001_pass": ({}, []),
     "GW002_fail": ({("GW002", "Gateway"): 1}, []),
@@ -146,6 +184,7 @@ def test_rule_metadata_complete(rule_id):
 def test_layers():
     assert {r.id for r in all_rules() if r.layer == "meta"} == {"SUP001"}
     assert {r.id for r in all_rules() if r.layer == "tool-session"} == {"GW001", "GW002", "GW003", "GW004"}
+    assert {r.id for r in all_rules() if r.id.startswith("KV")} <= {r.id for r in all_rules() if r.layer == "engine"}
 
 
 def test_severities_match_rules_md():
@@ -164,6 +203,8 @@ def test_severities_match_rules_md():
         "FLEET006": "warning",
         "FLEET007": "info",
         "FLEET008": "warning",
+        "KV001": "warning",
+        "KV004": "info",
         "GW003": "warning",
         "GW004": "info",
         "SUP001": "warning",

@@ -18,22 +18,46 @@ pytest_plugins = ["conftest_cdk"]
 pytestmark = pytest.mark.cdk
 
 ROOT = Path(__file__).resolve().parents[1]
-STACK_IDS = ["LlmAffinityAlbDuration", "LlmAffinityAlbAppCookie", "LlmAffinityNlbSourceIp", "LlmAffinityMcpGateway"]
+STACK_IDS = [
+    "LlmAffinityAlbDuration",
+    "LlmAffinityAlbAppCookie",
+    "LlmAffinityNlbSourceIp",
+    "LlmAffinityLmCache",
+    "LlmAffinityMcpGateway",
+]
+#: The LMCache stack's non-sticky target group: its fleet shares KV through the store, so the gate
+#: gives KV004 (info: the trade-off of no stickiness) there instead of FLEET001.
+LMCACHE_TG = "LlmAffinityLmCache/Front/Blue/Resource"
 
 
 def _report(outdir: Path) -> dict:
     return json.loads((outdir / "validation-report.json").read_text())
 
 
+def _gate_findings(report: dict) -> list[tuple[str, str, str]]:
+    """(rule, construct path, severity) of our gate's findings (not its Checked record)."""
+    ours = [p for p in report["pluginReports"] if p["pluginName"] == "LlmAffinity"][0]
+    return sorted(
+        (v["ruleName"], c["constructPath"], v["severity"])
+        for v in ours.get("violations", [])
+        if v["ruleName"] != "LlmAffinity::Checked"
+        for c in v["violatingConstructs"]
+    )
+
+
 def test_reference_synth_passes_both_gates(reference_synth):
+    """cdk-nag passes every stack; our gate passes every stack, with one info finding: KV004 on
+    the LMCache stack's non-sticky target group (FLEET001 does not fire: its fleet shares KV
+    through LMCache's store; KV001-KV003 do not: the store is shared, encrypted, authenticated
+    and reachable from the fleet only)."""
     assert sorted(reference_synth.templates) == sorted(STACK_IDS)
     report = _report(reference_synth.outdir)
-    for plugin in report["pluginReports"]:
-        if plugin["pluginName"] in ("AwsSolutions", "LlmAffinity"):
-            assert plugin["conclusion"] == "success", plugin
-            # LlmAffinity::Checked is the gate's info record of what it checked, never a finding
-            real = [v for v in plugin.get("violations", []) if v["ruleName"] != "LlmAffinity::Checked"]
-            assert real == [], real
+    nag_report = [p for p in report["pluginReports"] if p["pluginName"] == "AwsSolutions"][0]
+    assert nag_report["conclusion"] == "success" and not nag_report.get("violations"), nag_report
+    ours = [p for p in report["pluginReports"] if p["pluginName"] == "LlmAffinity"][0]
+    findings = _gate_findings(report)
+    assert ours["conclusion"] == "success"
+    assert findings == [("LlmAffinity::KV004", LMCACHE_TG, "info")]
     # the cdk-nag exceptions are in the report with their reasons (the audit trail)
     nag = [p for p in report["pluginReports"] if p["pluginName"] == "AwsSolutions"][0]
     suppressed = nag["suppressedViolations"]
@@ -43,6 +67,7 @@ def test_reference_synth_passes_both_gates(reference_synth):
         "AwsSolutions-IAM5",
         "AwsSolutions-S1",
         "AwsSolutions-EC23",
+        "AwsSolutions-SMG4",  # the LMCache store's AUTH token
     }
     assert all(v["acknowledgedId"].startswith("AwsSolutions::") and len(v["reason"].split()) >= 8 for v in suppressed)
 
@@ -58,7 +83,12 @@ def test_reference_stacks_shape(reference_synth):
     gw_types = {v["Type"] for v in r.templates["LlmAffinityMcpGateway"]["Resources"].values()}
     assert "AWS::BedrockAgentCore::Gateway" in gw_types
     assert not any(t.startswith("AWS::ElasticLoadBalancingV2") for t in gw_types)
-    for sid in STACK_IDS[:3]:
+    tg = r.one("LlmAffinityLmCache", "AWS::ElasticLoadBalancingV2::TargetGroup")
+    attrs = {a["Key"]: a["Value"] for a in tg["Properties"]["TargetGroupAttributes"]}
+    assert attrs["stickiness.enabled"] == "false" and "stickiness.type" not in attrs
+    assert attrs["load_balancing.algorithm.type"] == "least_outstanding_requests"
+    assert r.one("LlmAffinityLmCache", "AWS::ElastiCache::ReplicationGroup")["Properties"]["Engine"] == "valkey"
+    for sid in STACK_IDS[:4]:
         assert r.resources(sid, "AWS::CloudWatch::Alarm"), sid
         assert r.resources(sid, "AWS::CloudWatch::Dashboard"), sid
 
@@ -66,11 +96,16 @@ def test_reference_stacks_shape(reference_synth):
 def test_reference_alb_stacks_say_loudly_when_they_fall_back_to_http(reference_synth):
     """Without llm-affinity:certificate-arn the ALB stacks are plain HTTP for synth-only use: one
     WARNING annotation per stack (what `make run` prints), the construct's generic one folded in."""
-    for sid in ("LlmAffinityAlbDuration", "LlmAffinityAlbAppCookie"):
+    for sid in ("LlmAffinityAlbDuration", "LlmAffinityAlbAppCookie", "LlmAffinityLmCache"):
         warnings = [text for level, text in reference_synth.messages[sid] if level.endswith("WARNING")]
-        assert len(warnings) == 1, warnings
-        assert "NO CERTIFICATE, plain HTTP on port 80" in warnings[0]
-        assert "-c llm-affinity:certificate-arn=" in warnings[0] and "llm-affinity:ReferenceHttpFallback" in warnings[0]
+        http = [w for w in warnings if "NO CERTIFICATE" in w]
+        assert len(http) == 1, warnings
+        assert "NO CERTIFICATE, plain HTTP on port 80" in http[0]
+        assert "-c llm-affinity:certificate-arn=" in http[0] and "llm-affinity:ReferenceHttpFallback" in http[0]
+        # the LMCache stack also says what its store's AUTH token cannot do (docs/lmcache.md)
+        others = [w for w in warnings if w not in http]
+        assert len(others) == (1 if sid == "LlmAffinityLmCache" else 0), others
+        assert all("llm-affinity:LmCacheSharedToken" in w for w in others)
     for sid in ("LlmAffinityNlbSourceIp", "LlmAffinityMcpGateway"):
         assert not [t for lvl, t in reference_synth.messages[sid] if lvl.endswith("WARNING")], sid
 
@@ -158,8 +193,11 @@ def test_llm_affinity_lint_reports_nothing_at_warning_or_above(reference_synth):
 
     report = lint_paths([str(reference_synth.outdir)])
     assert report.errors == []
-    serious = [(f.rule.id, f.message) for f in report.findings if f.rule.severity in ("warning", "error")]
+    serious = [(f.rule.id, f.resource.id) for f in report.findings if f.severity in ("warning", "error")]
+    # the same verdict as the synth gate (one code path): only KV004 (info) on the LMCache stack
     assert serious == []
+    assert [(f.rule.id, f.resource.id, f.severity) for f in report.findings] == [("KV004", "FrontBlue88780A64", "info")]
+    assert report.unknown == []
     assert report.resources_checked > 50
 
 
@@ -292,6 +330,8 @@ def test_python_app_py_synthesizes_without_credentials(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     for sid in STACK_IDS:
         assert f"synthesized {sid}" in out.stderr
+    assert "LlmAffinity::FLEET001" not in out.stderr and "synth failed" not in out.stderr
+    for sid in STACK_IDS:
         assert (work / "cdk.out" / f"{sid}.template.json").exists()
     manifest = json.loads((work / "cdk.out" / "manifest.json").read_text())
     assert not manifest.get("missing"), manifest.get("missing")  # no context lookup was needed
@@ -307,12 +347,15 @@ def test_no_stale_cdk_nag_acknowledgements(tmp_path, monkeypatch):
     import llm_affinity.constructs._logbucket as logbucket
     import llm_affinity.constructs.alb as alb
     import llm_affinity.constructs.fleet as fleet
+    import llm_affinity.constructs.kvcache as kvcache
     import llm_affinity.constructs.nlb as nlb
+    from llm_affinity.stacks import build_reference_app
 
     acks = set()
-    for mod in (fleet, alb, nlb, logbucket, exposure):
+    for mod in (fleet, alb, nlb, logbucket, exposure, kvcache):
         monkeypatch.setattr(mod, "acknowledge_nag", lambda c, rule, reason: acks.add((c.node.path, rule)))
     app, _stack = _single_stack_app(tmp_path, "LlmAffinityAlbDuration")
+    build_reference_app(app, ["LlmAffinityLmCache"])
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     with pytest.raises(Exception, match="ValidationFailed"):
         app.synth()
@@ -322,7 +365,7 @@ def test_no_stale_cdk_nag_acknowledgements(tmp_path, monkeypatch):
             for v in plugin["violations"]:
                 for c in v["violatingConstructs"]:
                     found.add((c["constructPath"], v["ruleName"]))
-    assert acks
+    assert acks and {r for _, r in acks} >= {"AwsSolutions-SMG4"}  # the LMCache store's secret is covered
     unmatched_acks = {(p, r) for p, r in acks if not any(fp.startswith(p + "/") and fr == r for fp, fr in found)}
     unacknowledged = {(fp, fr) for fp, fr in found if not any(fp.startswith(p + "/") and fr == r for p, r in acks)}
     assert unmatched_acks == set() and unacknowledged == set()

@@ -25,7 +25,7 @@ module); those never reach a rule.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from ..common.definitions import (  # noqa: F401  (re-exported)
@@ -308,15 +308,60 @@ class Listener(Resource):
         return "listener rule" if self.listener_id is not None else "listener"
 
 
+@dataclass(frozen=True)
+class KvRemote:
+    """LMCache's remote backend as a fleet's launch configuration gives it (see
+    :func:`..common.definitions.lmcache_in`; typed by :func:`.normalize.kv_sharing`).
+
+    ``host``: a literal host name, or Unresolved (a reference: then ``store_ref`` names the
+    template resource it refers to, or a value nobody can know here). ``shared``, ``tls`` and
+    ``credentials`` are bool or Unresolved."""
+
+    url: str  # for a report: credentials masked, references as ${Resource.Attribute}
+    scheme: str
+    host: Any
+    store_ref: Any  # the template resource the host refers to: a logical id, a ForeignId, or None
+    shared: Any
+    tls: Any
+    credentials: Any
+    source: str  # where the URL was read: LMCACHE_REMOTE_URL, remote_url in the LMCache configuration...
+    backend: str  # what the scheme selects ("Redis / Valkey over TLS"); "" when LMCache's list has more
+    limits: str = ""  # what the backend cannot do, for a finding
+    can_authenticate: bool = True  # False: the backend authenticates no client (LMCache's lm:// server)
+    in_vpc: bool = True  # reached through security groups (False: an AWS API endpoint such as S3's)
+
+
+@dataclass(frozen=True)
+class KvSharing:
+    """vLLM runs an LMCache connector. ``remote``: :class:`KvRemote`, None (no remote backend:
+    ``local`` says where the KV stays) or Unresolved (cannot be known here)."""
+
+    connector: str
+    remote: Any = None
+    local: str | None = None
+
+    @property
+    def shares(self) -> Any:
+        """KV shared across instances through a remote backend: True, False or Unresolved."""
+        if isinstance(self.remote, KvRemote):
+            return self.remote.shared
+        return self.remote if isinstance(self.remote, Unresolved) else False
+
+
 @dataclass
 class LaunchSpec:
-    """What compute launches: instance types (each with its branch), user data, and whether
-    attribute-based selection asks for accelerators."""
+    """What compute launches: instance types (each with its branch), user data, whether
+    attribute-based selection asks for accelerators, whether it shares KV through LMCache, and
+    its security groups."""
 
     instance_types: list[Candidate] = field(default_factory=list)
     user_data: Any = None  # decoded text, Unresolved, or None (none)
     accelerators: Any = False  # bool or Unresolved
     source_id: str | None = None  # the launch template / configuration judged as an EngineHost
+    kv: KvSharing | None = None  # an LMCache connector in the user data
+    #: security group ids / logical ids (entries may be Unresolved); ``[]`` when none is named
+    #: (the VPC's default group); Unresolved when they could not be read
+    security_groups: Any = field(default_factory=list)
 
 
 @dataclass
@@ -374,10 +419,75 @@ class Service(Resource):
     #: The most tasks the service can run (the larger of DesiredCount and MaxCapacity): int, or
     #: Unresolved. ``None`` until :func:`..replicas.derive` fills it.
     max_replicas: Any = None
+    kv: KvSharing | None = None  # an LMCache connector in its task definition
+    #: awsvpc security groups of its tasks (ids / logical ids); None when its tasks use the
+    #: network of their container instances (then those instances' groups count)
+    security_groups: Any = None
 
     @property
     def inference(self) -> bool:
         return self.serving is not None and self.serving.llm
+
+
+@dataclass(frozen=True)
+class SgRule:
+    """One security group rule: protocol (``tcp``, ``udp``, ``icmp``, ``-1`` for all), ports
+    (None: all), and the peer — another group (``group``: id or logical id) or addresses
+    (``cidr``: a CIDR or a prefix list id). Any part may be Unresolved."""
+
+    protocol: Any
+    from_port: Any = None
+    to_port: Any = None
+    group: Any = None
+    cidr: Any = None
+
+    def covers(self, port: int) -> Any:
+        """Whether the rule's protocol and ports take TCP ``port``: True, False or Unresolved."""
+        if isinstance(self.protocol, Unresolved):
+            return self.protocol
+        if self.protocol == "-1":
+            return True
+        if self.protocol != "tcp":
+            return False
+        for bound in (self.from_port, self.to_port):
+            if isinstance(bound, Unresolved):
+                return bound
+        low = self.from_port if isinstance(self.from_port, int) else 0
+        high = self.to_port if isinstance(self.to_port, int) else 65535
+        if low == -1 or high == -1:
+            return True
+        return low <= port <= high
+
+
+@dataclass
+class SecurityGroup(Resource):
+    """A VPC security group with its rules (inline and separate rule resources merged)."""
+
+    ingress: list[SgRule] = field(default_factory=list)
+    egress: list[SgRule] = field(default_factory=list)
+
+
+@dataclass
+class KvStore(Resource):
+    """A shared store LMCache can use: an ElastiCache replication group, serverless cache or
+    cache cluster (Redis OSS / Valkey). Effective values (AWS defaults applied) or Unresolved."""
+
+    engine: Any = Unresolved()
+    port: Any = 6379
+    transit_encryption: Any = False
+    auth_token: Any = False  # an AUTH token is set
+    user_groups: Any = False  # RBAC user group(s) attached
+    #: security group ids / logical ids; ``[]``: none named (the VPC's default group); Unresolved
+    security_groups: Any = field(default_factory=list)
+    endpoints: list[str] = field(default_factory=list)  # host names known (live stores)
+
+    @property
+    def kind(self) -> str:
+        return {
+            "AWS::ElastiCache::ReplicationGroup": "replication group",
+            "AWS::ElastiCache::ServerlessCache": "serverless cache",
+            "AWS::ElastiCache::CacheCluster": "cache cluster",
+        }.get(self.type, "store")
 
 
 @dataclass
@@ -421,6 +531,14 @@ class Model:
     services: list[Service] = field(default_factory=list)
     gateways: list[McpGateway] = field(default_factory=list)
     alarms: list[Alarm] = field(default_factory=list)
+    kv_stores: list[KvStore] = field(default_factory=list)
+    security_groups: list[SecurityGroup] = field(default_factory=list)
+    #: Security group rules written as separate resources whose group could not be resolved
+    #: (any group may hold them): KV003 says unknown where only they could admit a fleet.
+    loose_sg_rules: list[str] = field(default_factory=list)
+    #: Rules a template writes for a group of another template of its app ((file, id) of the
+    #: group, inbound, the rule with its peer as a ForeignId): attached when the app's models merge.
+    foreign_sg_rules: list[tuple[tuple[Any, Any], bool, SgRule]] = field(default_factory=list)
     #: Whether alarms were actually read (False when e.g. CloudWatch was denied): FLEET005
     #: stays silent when it could not look.
     alarms_known: bool = True
@@ -453,6 +571,8 @@ class Model:
             self.services,
             self.gateways,
             self.alarms,
+            self.kv_stores,
+            self.security_groups,
         )
 
     def _index(self) -> "_Index":
@@ -476,6 +596,21 @@ class Model:
 
     def engines_by_id(self, engine_id: Any, like: Resource | None = None) -> list[EngineHost]:
         return [e for e in self._by_id("engine", engine_id, like) if compatible(e, like)]
+
+    def attach_foreign_sg_rules(self) -> None:
+        """Give the rules in :attr:`foreign_sg_rules` to their groups, when the model holds them."""
+        pending, self.foreign_sg_rules = self.foreign_sg_rules, []
+        for key, inbound, rule in pending:
+            for sg in self.security_groups:
+                if (sg.location.file, sg.id) == key:
+                    peer = relative(rule.group, sg, sg) if rule.group is not None else None
+                    (sg.ingress if inbound else sg.egress).append(replace(rule, group=peer))
+
+    def kv_stores_by_id(self, store_id: Any, like: Resource | None = None) -> list[KvStore]:
+        return [s for s in self._by_id("store", store_id, like) if compatible(s, like)]
+
+    def security_groups_by_id(self, group_id: Any, like: Resource | None = None) -> list[SecurityGroup]:
+        return [g for g in self._by_id("sg", group_id, like) if compatible(g, like)]
 
     def load_balancers_for(self, tg: TargetGroup) -> list[LoadBalancer]:
         """Every (compatible variant of a) load balancer that forwards to ``tg``."""
@@ -565,6 +700,8 @@ class _Index:
             ("listener", model.listeners),
             ("fleet", model.fleets),
             ("engine", model.engines),
+            ("store", model.kv_stores),
+            ("sg", model.security_groups),
         ):
             for item in items:
                 self.by_id.setdefault((kind, *_own_key(item)), []).append(item)

@@ -20,14 +20,18 @@ import gzip
 import re
 from typing import Any, Callable
 
-from ..common.definitions import ACCELERATOR_TYPES, environment_text
+from ..common import launch_text
+from ..common.definitions import ACCELERATOR_TYPES, AUTH_NEVER, environment_text, lmcache_in
 from .model import (
     ABSENT,
     UNKNOWN,
     ForeignId,
     Forward,
     Invalid,
+    KvRemote,
+    KvSharing,
     LoadBalancerSettings,
+    SgRule,
     TargetGroupSettings,
     Unresolved,
 )
@@ -401,6 +405,258 @@ def command_text(value: Any) -> str | None:
         parts = [p for p in value if isinstance(p, str)]
         return " ".join(parts) if parts else None
     return None
+
+
+# --- KV shared through LMCache -------------------------------------------------------------------
+
+
+def render(value: Any) -> str:
+    """A resolved value as text for :func:`..common.definitions.lmcache_in`: a reference to
+    another resource becomes its reference mark (``⟦Store.PrimaryEndPoint.Address⟧``), whatever
+    cannot be known a hole; a list of words (a command) is joined with spaces."""
+    if type(value).__name__ == "ResourceRef":
+        target = value.logical_id + (f".{value.attribute}" if value.attribute else "")
+        return launch_text.reference(target, getattr(value, "file", None))
+    if type(value).__name__ == "Partial":
+        refs = iter(getattr(value, "refs", ()) or ())
+        parts = value.split(launch_text.HOLE)
+        out = [parts[0]]
+        for part in parts[1:]:
+            ref = next(refs, None)
+            out.append(render(ref) if ref is not None else launch_text.HOLE)
+            out.append(part)
+        return "".join(out)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, list):
+        return " ".join(render(v) for v in value)
+    return launch_text.HOLE
+
+
+def kv_sharing(*texts: Any, hidden: str | None = None) -> KvSharing | None:
+    """Whether the launch configuration in ``texts`` (resolved values: user data, a container's
+    command, environment lines) shares KV through LMCache, with typed values: the one
+    definition (:func:`..common.definitions.lmcache_in`) read, holes made Unresolved, and the
+    template resource a host refers to named in ``store_ref``."""
+    use = lmcache_in(*(render(t) for t in texts if t is not None and t is not ABSENT), hidden=hidden)
+    if use is None:
+        return None
+    if use.remote is None:
+        return KvSharing(use.connector, Unresolved(use.unknown) if use.unknown else None, use.local)
+    r = use.remote
+
+    def known(value: bool | None, what: str) -> Any:
+        return value if value is not None else Unresolved(f"{what} ({r.url})")
+
+    if r.host is not None:
+        host: Any = r.host
+    else:
+        host = Unresolved(f"the host of {r.url} refers to another resource" if r.host_ref else f"the host of {r.url}")
+    remote = KvRemote(
+        url=r.url,
+        scheme=r.scheme or "",
+        host=host,
+        store_ref=_store_ref(r.host_ref),
+        shared=known(r.shared, "whether LMCache's remote backend is shared"),
+        tls=known(r.tls, "whether LMCache encrypts its connection to the remote backend"),
+        credentials=known(r.credentials, "whether LMCache authenticates to the remote backend"),
+        source=r.source,
+        backend=r.backend.name if r.backend else "",
+        limits=r.backend.limits if r.backend else "",
+        can_authenticate=not (r.backend and r.backend.auth == AUTH_NEVER),
+        in_vpc=r.backend.in_vpc if r.backend else True,
+    )
+    return KvSharing(use.connector, remote)
+
+
+def _store_ref(target: str | None) -> Any:
+    """The resource a host reference names: its logical id, or a :class:`ForeignId` when it lives
+    in another template of the app."""
+    if not target:
+        return None
+    file, rest = launch_text.split_reference(target)
+    logical_id = rest.split(".", 1)[0]
+    return ForeignId(file, logical_id) if file else logical_id
+
+
+def container_kv(containers: Any) -> KvSharing | None:
+    """LMCache in an ``AWS::ECS::TaskDefinition``'s ``ContainerDefinitions`` (or the API's
+    reshaped the same way): each container's command, entry point, environment, secrets (their
+    values cannot be known here) and environment files."""
+    if not isinstance(containers, list):
+        return None
+    for c in containers:
+        if not isinstance(c, dict):
+            continue
+        lines = []
+        for key in ("Environment", "Secrets"):
+            pairs = c.get(key)
+            for pair in pairs if isinstance(pairs, list) else []:
+                name = pair.get("Name", pair.get("name")) if isinstance(pair, dict) else None
+                if not isinstance(name, str):
+                    continue  # (the ECS API's environment keeps its lower-case keys)
+                value = pair.get("Value", pair.get("value", UNKNOWN)) if key == "Environment" else UNKNOWN
+                lines.append(f"{name}={render(value)}")
+        files = c.get("EnvironmentFiles")
+        hidden = "an environment file (EnvironmentFiles)" if isinstance(files, list) and files else None
+        found = kv_sharing(c.get("EntryPoint"), c.get("Command"), "\n".join(lines), hidden=hidden)
+        if found is not None:
+            return found
+    return None
+
+
+# --- security groups ----------------------------------------------------------------------------
+
+_PROTOCOLS = {"6": "tcp", "17": "udp", "1": "icmp", "58": "icmpv6", "all": "-1", "-1": "-1"}
+
+
+def security_group_ids(props: dict, *keys: str) -> Any:
+    """Security groups an EC2 launch names: the ``keys`` lists (``SecurityGroupIds``,
+    ``SecurityGroups``) and ``NetworkInterfaces[].Groups`` / ``GroupSet``; ``[]`` when none is
+    named (the VPC's default group), Unresolved when a list cannot be read."""
+    out: list[Any] = []
+    lists = [props.get(k, ABSENT) for k in keys]
+    interfaces = props.get("NetworkInterfaces", ABSENT)
+    if isinstance(interfaces, list):
+        lists += [i.get("Groups", i.get("GroupSet", ABSENT)) if isinstance(i, dict) else UNKNOWN for i in interfaces]
+    elif interfaces is not ABSENT and interfaces is not None:
+        return Unresolved("NetworkInterfaces not resolvable")
+    for items in lists:
+        if items is ABSENT or items is None:
+            continue
+        if not isinstance(items, list):
+            return Unresolved("security groups not resolvable")
+        out += [ref_id(i) for i in items]
+    return list(dict.fromkeys(out))
+
+
+def awsvpc_security_groups(network: Any) -> Any:
+    """``NetworkConfiguration.AwsvpcConfiguration.SecurityGroups`` of an ECS service: a list,
+    ``[]`` (awsvpc without groups: the VPC's default), None (not awsvpc) or Unresolved."""
+    if network is ABSENT or network is None:
+        return None
+    if not isinstance(network, dict):
+        return Unresolved("NetworkConfiguration not resolvable")
+    awsvpc = network.get("AwsvpcConfiguration", ABSENT)
+    if awsvpc is ABSENT or awsvpc is None:
+        return None
+    if not isinstance(awsvpc, dict):
+        return Unresolved("AwsvpcConfiguration not resolvable")
+    return security_group_ids(awsvpc, "SecurityGroups")
+
+
+def sg_rules(items: Any, inbound: bool) -> list[SgRule]:
+    """``SecurityGroupIngress`` / ``SecurityGroupEgress`` (or one rule resource's properties in
+    a one-item list) → rules; a list that cannot be read is one rule of unknown shape."""
+    if items is ABSENT or items is None:
+        return []
+    if not isinstance(items, list):
+        return [SgRule(Unresolved("security group rules not resolvable"))]
+    return [sg_rule(item, inbound) for item in items]
+
+
+def sg_rule(item: Any, inbound: bool) -> SgRule:
+    if not isinstance(item, dict):
+        return SgRule(Unresolved("security group rule not resolvable"))
+    protocol = as_text(item.get("IpProtocol", UNKNOWN), "IpProtocol")
+    if isinstance(protocol, str):
+        protocol = _PROTOCOLS.get(protocol.strip().lower(), protocol.strip().lower())
+    elif isinstance(protocol, Invalid):
+        protocol = Unresolved("IpProtocol is not a protocol")
+    ports = [None, None]
+    if protocol != "-1":
+        for n, key in enumerate(("FromPort", "ToPort")):
+            raw = item.get(key, ABSENT)
+            value = None if raw is ABSENT or raw is None else as_int(raw, key)
+            ports[n] = value if not isinstance(value, Invalid) else Unresolved(f"{key} is not a number")
+    peer = "Source" if inbound else "Destination"
+    group = item.get(f"{peer}SecurityGroupId", item.get("SourceSecurityGroupName", ABSENT) if inbound else ABSENT)
+    cidr = next(
+        (item[k] for k in ("CidrIp", "CidrIpv6", f"{peer}PrefixListId") if item.get(k) not in (None, ABSENT)),
+        None,
+    )
+    return SgRule(
+        protocol,
+        ports[0],
+        ports[1],
+        None if group is ABSENT or group is None else ref_id(group),
+        None if cidr is None else as_text(cidr, "CidrIp"),
+    )
+
+
+#: The egress rule EC2 gives a VPC security group whose template writes none.
+ALLOW_ALL_EGRESS = SgRule("-1", None, None, None, "0.0.0.0/0")
+
+
+def security_group(props: dict) -> dict[str, Any]:
+    """``AWS::EC2::SecurityGroup`` properties (or ``DescribeSecurityGroups`` reshaped the same
+    way) → ingress and egress rules; no ``SecurityGroupEgress`` means EC2's allow-all rule."""
+    egress = props.get("SecurityGroupEgress", ABSENT)
+    return {
+        "ingress": sg_rules(props.get("SecurityGroupIngress", ABSENT), True),
+        "egress": [ALLOW_ALL_EGRESS] if egress is ABSENT or egress is None else sg_rules(egress, False),
+    }
+
+
+# --- ElastiCache ----------------------------------------------------------------------------------
+
+T_REPLICATION_GROUP = "AWS::ElastiCache::ReplicationGroup"
+T_SERVERLESS_CACHE = "AWS::ElastiCache::ServerlessCache"
+T_CACHE_CLUSTER = "AWS::ElastiCache::CacheCluster"
+#: Engines LMCache's Redis-protocol connectors can use.
+KV_ENGINES = ("redis", "valkey")
+
+
+def _present(value: Any, what: str) -> Any:
+    """A property that is set (whatever its value: an AUTH token is a dynamic reference)."""
+    if value is ABSENT or value is None:
+        return False
+    if value is UNKNOWN:
+        return Unresolved(f"{what} not resolvable")
+    return not (isinstance(value, str) and not value.strip())
+
+
+def _non_empty(value: Any, what: str) -> Any:
+    if value is ABSENT or value is None:
+        return False
+    if isinstance(value, list):
+        return bool(value)
+    return _present(value, what)
+
+
+def kv_store(rtype: str, props: dict) -> dict[str, Any]:
+    """An ElastiCache resource's properties (the live API reshaped the same way by
+    :mod:`.sources.aws.build`) → engine, port, encryption in transit, AUTH token, RBAC user
+    groups and security groups (AWS defaults applied: port 6379, transit encryption off for a
+    node-based store, always on for a serverless cache)."""
+    engine = as_word(props.get("Engine", "redis"), None, "Engine")
+    port: Any = as_int(props.get("Port", 6379), "Port")
+    endpoint = props.get("Endpoint")
+    if rtype == T_SERVERLESS_CACHE:
+        if isinstance(endpoint, dict) and endpoint.get("Port") not in (None, ABSENT):
+            port = as_int(endpoint["Port"], "Endpoint.Port")
+        groups = props.get("SecurityGroupIds", ABSENT)
+        return {
+            "engine": engine,
+            "port": port,
+            "transit_encryption": True,  # every serverless cache encrypts in transit
+            "auth_token": False,
+            "user_groups": _present(props.get("UserGroupId", ABSENT), "UserGroupId"),
+            "security_groups": security_group_ids({"SecurityGroupIds": groups}, "SecurityGroupIds"),
+        }
+    keys = ("VpcSecurityGroupIds",) if rtype == T_CACHE_CLUSTER else ("SecurityGroupIds",)
+    return {
+        "engine": engine,
+        "port": port,
+        "transit_encryption": as_bool(props.get("TransitEncryptionEnabled", False), "TransitEncryptionEnabled"),
+        "auth_token": _present(props.get("AuthToken", ABSENT), "AuthToken"),
+        "user_groups": _non_empty(props.get("UserGroupIds", ABSENT), "UserGroupIds"),
+        "security_groups": security_group_ids(props, *keys),
+    }
 
 
 # --- AgentCore Gateway --------------------------------------------------------------------------

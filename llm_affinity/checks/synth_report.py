@@ -147,6 +147,9 @@ def read_assembly(folder: str | Path) -> list[StackResult]:
                 if stack is None:
                     continue
                 item = f"{rule} at {construct.get('constructPath')}"
+                if plugin_name == OUR_PLUGIN:  # our findings carry their own severity (info never fails)
+                    severity = (violation.get("ruleMetadata") or {}).get("llm-affinity:severity")
+                    item = f"{rule} ({severity}) at {construct.get('constructPath')}" if severity else item
                 (results[stack].nag_violations if plugin_name == NAG_PLUGIN else results[stack].ours_findings).append(
                     item
                 )

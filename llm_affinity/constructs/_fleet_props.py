@@ -56,6 +56,8 @@ class FleetProps:
     session_header: str
     session_query: str | None
     vpc_subnets: ec2.SubnetSelection | None
+    #: an `LmCache` (kvcache.py) or None; typed loosely to keep this module free of kvcache
+    kv_cache: Any = None
 
 
 def check_secret_arn(prop: str, secret: secretsmanager.ISecret | None) -> None:
@@ -144,7 +146,10 @@ def _check_boot_strings(p: FleetProps) -> None:
         p.vllm_image,
         "allowed: an image with a pinned tag or digest (e.g. vllm/vllm-openai:v0.11.0)",
     )
-    check_vllm_args(p.vllm_args)
+    owned = (
+        ("--enable-prefix-caching", "--kv-transfer-config") if p.kv_cache is not None else ("--enable-prefix-caching",)
+    )
+    check_vllm_args(p.vllm_args, owned)
     if p.fleet_name is not None:
         require_pattern(C, "fleet_name", p.fleet_name, FLEET_NAME, BOOT)
     require_pattern(C, "session_header", p.session_header, HEADER_NAME, BOOT)

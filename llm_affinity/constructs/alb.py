@@ -33,10 +33,11 @@ STICKY_MIN_S, STICKY_MAX_S = 1, 604800
 
 @dataclass(frozen=True)
 class AlbStickiness:
-    """How the ALB pins a session. Build with `AlbStickiness.duration(...)` or `.app_cookie(...)`."""
+    """How the ALB pins a session. Build with `AlbStickiness.duration(...)`, `.app_cookie(...)`
+    or, for a fleet that shares its KV cache, `.none()`."""
 
-    kind: str  # "lb_cookie" | "app_cookie"
-    ttl: Duration
+    kind: str  # "lb_cookie" | "app_cookie" | "none"
+    ttl: Duration | None
     cookie_name: str | None = None
     session_header: str = "X-Session-Id"
 
@@ -61,6 +62,14 @@ class AlbStickiness:
                 "starting with AWSALB (AWSALB, AWSALBAPP, AWSALBTG are the load balancer's)"
             )
         return AlbStickiness("app_cookie", ttl, cookie_name, session_header)
+
+    @staticmethod
+    def none() -> "AlbStickiness":
+        """No stickiness: turns go to the least busy instance. Accepted only in front of a fleet
+        that shares its KV cache (`VllmFleet(kv_cache=LmCache(...))`): there reuse survives
+        scattered routing, at the price of a remote transfer on every local miss; elsewhere every
+        turn would recompute the session's prefix (FLEET001)."""
+        return AlbStickiness("none", None)
 
 
 def _check_ttl(ttl: Duration) -> None:
@@ -149,6 +158,17 @@ def _check_alb_props(p: _AlbProps) -> bool:
         raise AffinityPropError(
             f"{c}: access_log_prefix={p.access_log_prefix!r} is not allowed; allowed: a prefix without 'AWSLogs'"
         )
+    if p.stickiness.kind == "none":
+        require(
+            p.fleet.shares_kv,
+            c,
+            "stickiness",
+            "AlbStickiness.none()",
+            f"allowed only for a fleet that shares its KV cache (VllmFleet(kv_cache=LmCache(...))); fleet "
+            f"{p.fleet.node.path!r} keeps each session's KV cache in one instance's GPU memory, so without "
+            "stickiness every turn lands where the session's prefix is not cached and is recomputed; use "
+            "AlbStickiness.duration(...) or .app_cookie(...)",
+        )
     if p.green_fleet is not None:
         _check_green(p)
     return api_key_on
@@ -170,7 +190,8 @@ class StickyAlbFront(Construct):
 
     Props:
       fleet: the VllmFleet (blue) to serve.
-      stickiness: AlbStickiness.duration(...) (default, 1 day) or .app_cookie(name, ttl).
+      stickiness: AlbStickiness.duration(...) (default, 1 day), .app_cookie(name, ttl), or .none()
+        for a fleet that shares its KV cache (refused otherwise).
       certificate: ACM certificate -> HTTPS:443 (and a `Secure` app cookie); without it HTTP:80 and
         a synth warning.
       internet_facing: default False (internal). Internet-facing without a certificate is refused
@@ -344,7 +365,7 @@ class StickyAlbFront(Construct):
             deregistration_delay=props.deregistration_delay,
             load_balancing_algorithm_type=props.algorithm,
             cross_zone_enabled=True,
-            stickiness_cookie_duration=stickiness.ttl,
+            stickiness_cookie_duration=stickiness.ttl if stickiness.kind != "none" else None,
             stickiness_cookie_name=stickiness.cookie_name if stickiness.kind == "app_cookie" else None,
         )
         Tags.of(tg).add(*INFERENCE_TAG)

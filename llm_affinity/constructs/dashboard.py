@@ -45,6 +45,19 @@ def _check_dashboard_props(
     require_range(c, "period", period, 60, 86400)
 
 
+def _check_remote_ceiling(ceiling: Duration) -> None:
+    ms = ceiling.to_milliseconds()  # (to_seconds() refuses 250 ms: not a whole number of seconds)
+    if is_unresolved(ms):
+        return
+    require(
+        10 <= ms <= 60000,
+        "AffinityDashboard",
+        "remote_retrieve_p95_ceiling",
+        f"{ms:g}ms",
+        "allowed: 10 ms - 60 s",
+    )
+
+
 class AffinityDashboard(Construct):
     """CloudWatch dashboard + alarms for one fleet (and optionally its front).
 
@@ -56,6 +69,11 @@ class AffinityDashboard(Construct):
       hot_replica_ratio: alarm when busiest/average running requests stays above (default 2.0, >1).
       queue_depth_ceiling: alarm when one instance's waiting queue stays above (default 16).
       period: evaluation period (default 5 min); alarms need 3 consecutive periods.
+      remote_retrieve_p95_ceiling: fleets sharing KV through LMCache: alarm when the worst
+        instance's p95 of LMCache's remote get (`lmcache:remote_time_to_get`) stays above
+        (default 1 s, 10 ms - 60 s). Their hit rate counts GPU hits and LMCache's
+        (vLLM's `vllm:external_prefix_cache_hits`), and LMCache's own hit rate and retrieve /
+        store latencies get their own widgets.
     """
 
     def __init__(
@@ -70,13 +88,17 @@ class AffinityDashboard(Construct):
         hot_replica_ratio: float = 2.0,
         queue_depth_ceiling: int = 16,
         period: Duration = Duration.minutes(5),
+        remote_retrieve_p95_ceiling: Duration = Duration.seconds(1),
     ) -> None:
         super().__init__(scope, id)
         _check_dashboard_props(hit_rate_floor, hot_replica_ratio, queue_depth_ceiling, ttft_p95_ceiling, period)
+        _check_remote_ceiling(remote_retrieve_p95_ceiling)
         self.fleet = fleet
         self._build_metrics(fleet, period)
         self.alarms: list[cw.Alarm] = []
         self._build_engine_alarms(hit_rate_floor, ttft_p95_ceiling, hot_replica_ratio, queue_depth_ceiling)
+        if fleet.shares_kv:
+            self._build_lmcache(fleet, period, remote_retrieve_p95_ceiling)
         per_target = self._build_front_alarms(front, period)
         self._build_dashboard(fleet, period, per_target)
 
@@ -87,12 +109,22 @@ class AffinityDashboard(Construct):
         m = fleet.engine_metric
         hits = m("vllm:prefix_cache_hits_total", statistic="Sum", period=period)
         queries = m("vllm:prefix_cache_queries_total", statistic="Sum", period=period)
-        self.hit_rate = cw.MathExpression(
-            expression="IF(queries > 0, hits / queries, 1)",
-            using_metrics={"hits": hits, "queries": queries},
-            label="fleet prefix-cache hit rate",
-            period=period,
-        )
+        if fleet.shares_kv:
+            # tokens LMCache loaded count as hits: vLLM counts them apart, as external hits
+            ext_hits = m("vllm:external_prefix_cache_hits_total", statistic="Sum", period=period)
+            self.hit_rate = cw.MathExpression(
+                expression="IF(queries > 0, (hits + FILL(ext_hits, 0)) / queries, 1)",
+                using_metrics={"hits": hits, "ext_hits": ext_hits, "queries": queries},
+                label="fleet prefix-cache hit rate (GPU + LMCache)",
+                period=period,
+            )
+        else:
+            self.hit_rate = cw.MathExpression(
+                expression="IF(queries > 0, hits / queries, 1)",
+                using_metrics={"hits": hits, "queries": queries},
+                label="fleet prefix-cache hit rate",
+                period=period,
+            )
         run_max = m("vllm:num_requests_running", statistic="Maximum", period=period)
         run_avg = m("vllm:num_requests_running", statistic="Average", period=period)
         self.hot_replica = cw.MathExpression(
@@ -141,6 +173,29 @@ class AffinityDashboard(Construct):
                 float(ttft_p95_ceiling.to_seconds()),
                 cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 "TTFT p95 of the worst instance above the ceiling",
+            )
+        )
+
+    def _build_lmcache(self, fleet: VllmFleet, period: Duration, ceiling: Duration) -> None:
+        """LMCache's fleet hit rate (hit / requested tokens) and the alarm on its remote get p95."""
+        m = fleet.engine_metric
+        lm_hits = m("lmcache:num_hit_tokens_total", statistic="Sum", period=period)
+        requested = m("lmcache:num_requested_tokens_total", statistic="Sum", period=period)
+        self.lmcache_hit_rate = cw.MathExpression(
+            expression="IF(requested > 0, lm_hits / requested, 1)",
+            using_metrics={"lm_hits": lm_hits, "requested": requested},
+            label="fleet LMCache hit rate (hit / requested tokens)",
+            period=period,
+        )
+        self.remote_retrieve_p95 = m("lmcache_remote_get_p95_seconds", statistic="Maximum", period=period)
+        self.alarms.append(
+            self._alarm(
+                "LmCacheRemoteRetrieveSlow",
+                self.remote_retrieve_p95,
+                ceiling.to_milliseconds() / 1000,
+                cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                "LMCache remote get p95 of the worst instance above the ceiling: the shared store is too slow "
+                "or too far for the KV it serves (node bandwidth, TLS CPU, another zone)",
             )
         )
 
@@ -210,6 +265,24 @@ class AffinityDashboard(Construct):
                 right=[self.hot_replica],
             ),
         )
+        if fleet.shares_kv:
+            self.dashboard.add_widgets(
+                cw.GraphWidget(
+                    title="LMCache hit rate per instance (hit / requested tokens)",
+                    width=12,
+                    left=[search("lmcache_hit_rate", "Average")],
+                    right=[self.lmcache_hit_rate],
+                ),
+                cw.GraphWidget(
+                    title="LMCache retrieve / store / remote get p95 per instance (s)",
+                    width=12,
+                    left=[
+                        search("lmcache_retrieve_p95_seconds", "Maximum"),
+                        search("lmcache_store_p95_seconds", "Maximum"),
+                        search("lmcache_remote_get_p95_seconds", "Maximum"),
+                    ],
+                ),
+            )
         self.dashboard.add_widgets(
             cw.AlarmStatusWidget(title="Affinity alarms", alarms=self.alarms, width=24),
         )

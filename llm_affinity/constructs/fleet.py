@@ -26,8 +26,9 @@ from constructs import Construct
 from ..common.definitions import ROLE_INFERENCE, ROLE_TAG, starts_inference_server
 from ._fleet_props import BOOT, COOKIE_NAME, HEADER_NAME, FleetProps, check_fleet_props, check_secret_arn
 from ._validate import AffinityPropError, require_pattern
+from .kvcache import LmCache, LmCacheStore, check_kv_cache, warn_about_the_store
 from .suppressions import acknowledge_nag
-from .userdata import METRIC_NAMESPACE, BootSpec, ProxySpec, boot_commands
+from .userdata import METRIC_NAMESPACE, BootSpec, KvSpec, ProxySpec, boot_commands
 
 #: Public SSM parameter of the Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04).
 DLAMI_SSM_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
@@ -53,6 +54,19 @@ class _BootScript:
         return "\n".join(boot_commands(self._fleet.boot_spec()))
 
 
+def _image(vllm_image: str | None, kv_cache: LmCache | None) -> str:
+    """The image to run: `vllm_image`, or the LMCache image with `kv_cache`, or the default.
+    With `kv_cache` the image is `LmCache(image=...)`: a different `vllm_image` is refused."""
+    if kv_cache is None:
+        return VLLM_IMAGE_DEFAULT if vllm_image is None else vllm_image
+    if vllm_image is not None and vllm_image != getattr(kv_cache, "image", None):
+        raise AffinityPropError(
+            f"VllmFleet: vllm_image={vllm_image!r} is not allowed with kv_cache; allowed: no vllm_image, and "
+            "LmCache(image=<pinned image that contains LMCache>) to choose the image"
+        )
+    return getattr(kv_cache, "image", VLLM_IMAGE_DEFAULT)
+
+
 class VllmFleet(Construct):
     """GPU Auto Scaling group running the `vllm/vllm-openai` container behind an on-instance proxy.
 
@@ -62,7 +76,8 @@ class VllmFleet(Construct):
       instance_type: an accelerated type the linter counts as inference (g*, gr*, p*, inf*, trn*,
         dl*), default g6.xlarge.
       min_capacity / max_capacity / desired_capacity: 1 / 4 / None (ASG decides); CDK tokens pass.
-      vllm_image: pinned `vllm/vllm-openai:<tag>` (default v0.11.0).
+      vllm_image: pinned `vllm/vllm-openai:<tag>` (default v0.11.0; with kv_cache the image is
+        `LmCache(image=...)`, lmcache/vllm-openai:v0.5.6 by default).
       vllm_args: extra `vllm serve` args, read the way vLLM reads them (`_` = `-`, `--opt=value`,
         unambiguous prefixes): `--api-key`, `--hf-token`, `--no-enable-prefix-caching` and a value
         for `--enable-prefix-caching` are refused.
@@ -78,6 +93,8 @@ class VllmFleet(Construct):
         construct name); 1–64 of A-Z a-z 0-9 _ . - starting with a letter or digit.
       session_header / session_query: where the proxy reads the session id for its access log
         (default `X-Session-Id` / `llm_session`; session_query=None turns the query key off).
+      kv_cache: `LmCache(...)` shares the KV cache through LMCache and an ElastiCache for Valkey
+        store in the VPC (kvcache.py, docs/lmcache.md); `fleet.kv_store` is then the store.
     """
 
     def __init__(
@@ -91,7 +108,7 @@ class VllmFleet(Construct):
         min_capacity: int = 1,
         max_capacity: int = 4,
         desired_capacity: int | None = None,
-        vllm_image: str = VLLM_IMAGE_DEFAULT,
+        vllm_image: str | None = None,
         vllm_args: Sequence[str] = (),
         hf_token_secret: secretsmanager.ISecret | None = None,
         api_key_secret: secretsmanager.ISecret | None = None,
@@ -104,6 +121,7 @@ class VllmFleet(Construct):
         session_header: str = "X-Session-Id",
         session_query: str | None = "llm_session",
         vpc_subnets: ec2.SubnetSelection | None = None,
+        kv_cache: LmCache | None = None,
     ) -> None:
         super().__init__(scope, id)
         props = FleetProps(
@@ -113,7 +131,7 @@ class VllmFleet(Construct):
             min_capacity=min_capacity,
             max_capacity=max_capacity,
             desired_capacity=desired_capacity,
-            vllm_image=vllm_image,
+            vllm_image=_image(vllm_image, kv_cache),
             vllm_args=vllm_args,
             hf_token_secret=hf_token_secret,
             api_key_secret=api_key_secret,
@@ -126,12 +144,15 @@ class VllmFleet(Construct):
             session_header=session_header,
             session_query=session_query,
             vpc_subnets=vpc_subnets,
+            kv_cache=kv_cache,
         )
         check_fleet_props(props)  # every prop is judged before the first resource exists
+        local_cpu_gib = check_kv_cache("VllmFleet", kv_cache, instance_type) if kv_cache is not None else None
         self._set_attributes(props)
         self._build_log_groups()
         self._build_role(props)
         self._build_launch_template(props)
+        self._build_kv_store(props, local_cpu_gib)
         self._build_asg(props)
         Tags.of(self).add(*INFERENCE_TAG)
         self._acknowledge_nag_findings()
@@ -150,6 +171,9 @@ class VllmFleet(Construct):
         self.hf_token_secret = props.hf_token_secret
         self.api_key_secret: secretsmanager.ISecret | None = None
         self.proxy = ProxySpec(session_header=props.session_header, session_query=props.session_query)
+        self.kv_cache: LmCache | None = props.kv_cache
+        self.kv_store: LmCacheStore | None = None
+        self._kv_spec: KvSpec | None = None
         if not starts_inference_server(props.vllm_image):
             Annotations.of(self).add_warning_v2(
                 "llm-affinity:UnrecognisedInferenceImage",
@@ -246,6 +270,23 @@ class VllmFleet(Construct):
             ],
         )
 
+    def _build_kv_store(self, props: FleetProps, local_cpu_gib: int | None) -> None:
+        """The shared store (kv_cache only): reachable from this fleet's instances only; the
+        instance role may read its AUTH token, which the boot script turns into LMCache's URL."""
+        if props.kv_cache is None or local_cpu_gib is None:
+            return
+        self.kv_store = LmCacheStore(
+            self,
+            "KvStore",
+            spec=props.kv_cache,
+            vpc=props.vpc,
+            clients=self.security_group,
+            fleet_name=self.fleet_name,
+        )
+        self.kv_store.auth_secret.grant_read(self.role)
+        self._kv_spec = self.kv_store.kv_spec(props.kv_cache, local_cpu_gib)
+        warn_about_the_store(self, props.kv_cache)
+
     def _build_asg(self, props: FleetProps) -> None:
         """ELB health checks after a model-load grace period, a TERMINATING hook that drains,
         target tracking on waiting requests per instance."""
@@ -324,7 +365,15 @@ class VllmFleet(Construct):
             api_key_secret_arn=self.api_key_secret.secret_arn if self.api_key_secret is not None else None,
             access_log_group_name=f"/llm-affinity/{self.fleet_name}/access",
             proxy=self.proxy,
+            kv=self._kv_spec,
+            model_positional=self._kv_spec is not None,  # LMCache's image: ENTRYPOINT `vllm serve`
         )
+
+    @property
+    def shares_kv(self) -> bool:
+        """True when the fleet shares its KV cache through LMCache and a remote store, so reuse
+        survives scattered routing (what `AlbStickiness.none()` requires)."""
+        return self.kv_store is not None
 
     def enable_cookie_proxy(
         self, cookie_name: str, session_header: str = "X-Session-Id", *, secure: bool = False

@@ -43,6 +43,15 @@ SCRAPED_METRICS = (
     "vllm:num_requests_waiting",
     "vllm:kv_cache_usage_perc",
 )
+#: LMCache and vLLM's KV-connector counters the agent keeps when the fleet shares KV
+#: (LMCache's prometheus_client counters are exposed with `_total`; docs/lmcache.md).
+LMCACHE_SCRAPED_METRICS = (
+    "lmcache:num_hit_tokens_total",
+    "lmcache:num_requested_tokens_total",
+    "lmcache:num_stored_tokens_total",
+    "vllm:external_prefix_cache_hits_total",
+    "vllm:external_prefix_cache_queries_total",
+)
 NGINX_IMAGE_DEFAULT = "nginx:1.27-alpine"
 #: The only session ids the proxy accepts (a full match; anything else is refused).
 SESSION_ID_PATTERN = r"^[A-Za-z0-9._~-]{1,128}$"
@@ -112,6 +121,27 @@ CookieProxySpec = ProxySpec
 
 
 @dataclass(frozen=True)
+class KvSpec:
+    """LMCache in the vLLM container (the fleet shares KV through a remote store).
+
+    kv_transfer_config: the JSON of `--kv-transfer-config` (connector and role).
+    env: LMCache's settings as `(name, value)` pairs, all non-secret (LMCACHE_CHUNK_SIZE, …).
+    auth_secret_arn: the Secrets Manager secret holding the store's AUTH token (may be a CDK
+      token string; only ever interpolated): read on the host at boot, never in user data.
+    host / port: the store's primary endpoint (template references).
+    tmpfs: a fresh in-memory directory per container start (LMCache's multiprocess Prometheus
+      files, which must not outlive the processes that wrote them).
+    """
+
+    kv_transfer_config: str
+    env: tuple[tuple[str, str], ...]
+    auth_secret_arn: str
+    host: str
+    port: str
+    tmpfs: str | None = None
+
+
+@dataclass(frozen=True)
 class BootSpec:
     model_id: str
     vllm_image: str
@@ -123,17 +153,22 @@ class BootSpec:
     api_key_secret_arn: str | None = None  # idem
     access_log_group_name: str | None = None
     proxy: ProxySpec | None = None
+    kv: KvSpec | None = None
+    #: the image's ENTRYPOINT is `vllm serve` (the model is the first, positional argument)
+    model_positional: bool = False
 
 
 def vllm_args(spec: BootSpec) -> list[str]:
     """Arguments after the image name (they go to `vllm serve`)."""
+    model = [spec.model_id] if spec.model_positional else ["--model", spec.model_id]
+    kv = ["--kv-transfer-config", spec.kv.kv_transfer_config] if spec.kv is not None else []
     return [
-        "--model",
-        spec.model_id,
+        *model,
         "--port",
         str(spec.port),
         "--enable-prefix-caching",
         "--enable-prompt-tokens-details",
+        *kv,
         *spec.vllm_args,
     ]
 
@@ -141,12 +176,18 @@ def vllm_args(spec: BootSpec) -> list[str]:
 def vllm_docker_command(spec: BootSpec) -> str:
     """`docker run` of vLLM. Secrets travel as `-e NAME` (value taken from the boot shell's
     environment), so they never appear on a command line; vLLM reads `VLLM_API_KEY` exactly as
-    it reads `--api-key`."""
+    it reads `--api-key`, LMCache reads `LMCACHE_REMOTE_URL` (it holds the store's AUTH token)
+    as its `remote_url`."""
     env = ""
     if spec.hf_token_secret_arn:
         env += " -e HUGGING_FACE_HUB_TOKEN"
     if spec.api_key_secret_arn:
         env += " -e VLLM_API_KEY"
+    if spec.kv is not None:
+        env += " -e LMCACHE_REMOTE_URL"
+        env += "".join(f" -e {shlex.quote(f'{name}={value}')}" for name, value in spec.kv.env)
+        if spec.kv.tmpfs:
+            env += f" --tmpfs {shlex.quote(spec.kv.tmpfs)}"
     return (
         "docker run -d --name vllm --restart unless-stopped --runtime nvidia --gpus all --ipc=host"
         f" -p {spec.port}:{spec.port} -v /opt/hf-cache:/root/.cache/huggingface{env}"
@@ -177,7 +218,8 @@ def prometheus_config(spec: BootSpec) -> str:
 def cloudwatch_agent_config(spec: BootSpec) -> dict:
     """Agent config: Prometheus `/metrics` -> EMF -> metrics by Fleet and by Fleet+InstanceId;
     the proxy's JSON access log -> a log group, one stream per instance."""
-    selectors = ["^" + m.replace(":", "[:]") + "$" for m in SCRAPED_METRICS]
+    scraped = SCRAPED_METRICS + (LMCACHE_SCRAPED_METRICS if spec.kv is not None else ())
+    selectors = ["^" + m.replace(":", "[:]") + "$" for m in scraped]
     logs: dict = {
         "force_flush_interval": 5,
         "metrics_collected": {
@@ -390,6 +432,27 @@ def _secret_to_env(var: str, arn: str) -> list[str]:
     ]
 
 
+def lmcache_remote_url_commands(kv: KvSpec) -> list[str]:
+    """Shell lines that build `LMCACHE_REMOTE_URL` on the host: the store's AUTH token is read
+    from Secrets Manager with the instance role and must be 16-128 letters and digits (URL-safe:
+    the secret is generated without punctuation), the endpoint comes from the template; nothing
+    is printed. `rediss://` is TLS with certificate and host-name checks (redis-py's default)."""
+    return [
+        "# LMCache's shared store: the URL carries the AUTH token, so it is built here and never written down",
+        f"LMCACHE_STORE_HOST='{kv.host}'",
+        f"LMCACHE_STORE_PORT='{kv.port}'",
+        '[[ "$LMCACHE_STORE_HOST" =~ ^[A-Za-z0-9.-]{1,253}$ && "$LMCACHE_STORE_PORT" =~ ^[0-9]{1,5}$ ]] || '
+        '{ echo "unexpected LMCache store endpoint" >&2; exit 1; }',
+        f"LMCACHE_AUTH_TOKEN=$(aws secretsmanager get-secret-value --secret-id '{kv.auth_secret_arn}' "
+        "--query SecretString --output text)",
+        '[[ "$LMCACHE_AUTH_TOKEN" =~ ^[A-Za-z0-9]{16,128}$ ]] || '
+        '{ echo "the LMCache store AUTH token is not 16-128 letters and digits" >&2; exit 1; }',
+        'LMCACHE_REMOTE_URL="rediss://:${LMCACHE_AUTH_TOKEN}@${LMCACHE_STORE_HOST}:${LMCACHE_STORE_PORT}"',
+        "export LMCACHE_REMOTE_URL",
+        "unset LMCACHE_AUTH_TOKEN",
+    ]
+
+
 def boot_commands(spec: BootSpec) -> list[str]:
     """Shell lines of the boot script (vLLM, proxy, CloudWatch agent, TTFT exporter)."""
     agent_json = json.dumps(cloudwatch_agent_config(spec), separators=(",", ":"))
@@ -406,6 +469,8 @@ def boot_commands(spec: BootSpec) -> list[str]:
         lines += _secret_to_env("HUGGING_FACE_HUB_TOKEN", spec.hf_token_secret_arn)
     if spec.api_key_secret_arn:
         lines += _secret_to_env("VLLM_API_KEY", spec.api_key_secret_arn)
+    if spec.kv is not None:
+        lines += lmcache_remote_url_commands(spec.kv)
     lines.append("# vLLM (OpenAI-compatible server) with prefix caching on")
     lines.append(vllm_docker_command(spec))
     if spec.proxy is not None:
@@ -434,7 +499,7 @@ def boot_commands(spec: BootSpec) -> list[str]:
             "[Service]\n"
             f"ExecStart=/usr/bin/python3 {_CFG_DIR}/ttft_exporter.py --namespace {METRIC_NAMESPACE}"
             f" --fleet {spec.fleet_name} --instance-id {INSTANCE_ID_PLACEHOLDER} --log-group {spec.log_group_name}"
-            f" --url http://127.0.0.1:{spec.port}/metrics\n"
+            f" --url http://127.0.0.1:{spec.port}/metrics{' --lmcache' if spec.kv is not None else ''}\n"
             "Restart=always\nDynamicUser=yes\n[Install]\nWantedBy=multi-user.target"
         ),
         "LLM_AFFINITY_UNIT",

@@ -6,6 +6,9 @@
 | LlmAffinityAlbAppCookie    | ALB, app cookie set by nginx from a    | one agent session = one instance, even |
 |                            | session header                         | when one process runs many sessions    |
 | LlmAffinityNlbSourceIp     | internal NLB, source_ip                | TCP clients inside the VPC             |
+| LlmAffinityLmCache         | ALB, least outstanding requests, NO    | restarts/scale-in are frequent and a   |
+|                            | stickiness; KV shared through LMCache  | session's KV is expensive to lose      |
+|                            | and ElastiCache for Valkey             |                                        |
 | LlmAffinityMcpGateway      | AgentCore Gateway, MCP sessions        | tool sessions (never inference)        |
 """
 
@@ -22,6 +25,7 @@ from ..constructs import (
     AffinityPropError,
     AlbStickiness,
     GatewayAuthorizer,
+    LmCache,
     McpGatewayLayer,
     StickyAlbFront,
     StickyNlbFront,
@@ -35,7 +39,9 @@ def _env(settings: Settings) -> Environment:
     return Environment(account=settings.account, region=settings.region)
 
 
-def _fleet(stack: Stack, settings: Settings) -> VllmFleet:
+def _fleet(stack: Stack, settings: Settings, kv_cache: LmCache | None = None) -> VllmFleet:
+    """The fleet of a reference stack; with `kv_cache` the image is LMCache's pinned one (the
+    `llm-affinity:vllm-image` context has no LMCache in it)."""
     vpc = inference_vpc(stack)
     return VllmFleet(
         stack,
@@ -43,9 +49,10 @@ def _fleet(stack: Stack, settings: Settings) -> VllmFleet:
         vpc=vpc,
         model_id=settings.model_id,
         instance_type=settings.instance_type,
-        vllm_image=settings.vllm_image,
+        vllm_image=settings.vllm_image if kv_cache is None else None,
         min_capacity=settings.min_capacity,
         max_capacity=settings.max_capacity,
+        kv_cache=kv_cache,
     )
 
 
@@ -128,6 +135,24 @@ class NlbSourceIpStack(Stack):
         self.dashboard = AffinityDashboard(self, "Affinity", fleet=self.fleet, front=self.front)
 
 
+class LmCacheStack(Stack):
+    """vLLM fleet that shares its KV cache through LMCache and ElastiCache for Valkey, behind an
+    ALB with least outstanding requests and no stickiness: reuse survives scattered routing,
+    restarts and scale-in (docs/lmcache.md)."""
+
+    def __init__(self, scope: Construct, id: str, *, settings: Settings) -> None:
+        super().__init__(
+            scope,
+            id,
+            env=_env(settings),
+            description="llm-affinity reference: vLLM fleet sharing KV through LMCache and ElastiCache for Valkey "
+            "behind an ALB without stickiness",
+        )
+        self.fleet = _fleet(self, settings, kv_cache=LmCache())
+        self.front = _alb_front(self, settings, self.fleet, AlbStickiness.none())
+        self.dashboard = AffinityDashboard(self, "Affinity", fleet=self.fleet, front=self.front)
+
+
 class McpGatewayStack(Stack):
     """AgentCore Gateway with MCP sessions; no load balancer, no fleet (a different layer)."""
 
@@ -152,6 +177,7 @@ REFERENCE_STACKS = {
     "LlmAffinityAlbDuration": AlbDurationStack,
     "LlmAffinityAlbAppCookie": AlbAppCookieStack,
     "LlmAffinityNlbSourceIp": NlbSourceIpStack,
+    "LlmAffinityLmCache": LmCacheStack,
     "LlmAffinityMcpGateway": McpGatewayStack,
 }
 

@@ -37,7 +37,8 @@ FAILURE_MODES = {
     "API": "the API rejects the configuration",
     "OPS": "operations: requests cut or dead engines kept in service",
     "SLI": "affinity cannot be measured",
-    "SEC": "security of sessions",
+    "SEC": "security of sessions and of what they leave behind (KV blocks)",
+    "KV": "KV shared out of the instance: the shared store unreachable, or slower than a local hit",
     "META": "the tool's own input (suppressions)",
 }
 

@@ -9,7 +9,8 @@ import re
 from typing import Any, Iterator
 
 from ...common.definitions import ROLE_OTHER, ROLE_TAG, ROUTER_TAG
-from ..model import Fleet, Model, Resource
+from ..kvshare import target_group_shares
+from ..model import Fleet, Model, Resource, Unresolved
 from ..replicas import several, single
 from .base import Hit, Result, Unknown, rule
 from .common import (
@@ -56,7 +57,9 @@ LOAD_ALARM_PATTERN = re.compile(
     "unknown here: compute whose instance type could not be resolved, and accelerated compute "
     "with no sign of an LLM server (serving role unknown). Compute tagged "
     "llm-affinity:role=other is not judged; it is listed under suppressed with the reason from "
-    "the tag llm-affinity:role-reason.",
+    "the tag llm-affinity:role-reason. A target group whose every replica shares KV through "
+    "LMCache's remote backend does not lose the prefix when turns scatter: KV004 says what that "
+    "costs instead (unknown when the remote backend cannot be known).",
     remediation="Enable stickiness (lb_cookie or app_cookie on an ALB, source_ip on an NLB) on the inference target group.",
     docs=DOCS_ALB_STICKY,
 )
@@ -82,7 +85,15 @@ def fleet001(model: Model) -> Iterator[Result]:
         capacity = several(model, tg)
         if capacity is None:
             yield Unknown(tg, "number of instances (Auto Scaling group MaxSize, ECS DesiredCount or targets)")
-        elif capacity:
+            continue
+        if not capacity:
+            continue
+        shares, _ = target_group_shares(model, tg)
+        if shares is True:
+            continue  # KV shared through LMCache's remote backend: KV004 explains the trade-off
+        if isinstance(shares, Unresolved):
+            yield Unknown(tg, f"LMCache remote backend: {shares.why}")
+        else:
             yield Hit(
                 tg,
                 f"inference target group {tg.id} can hold several instances but stickiness is off "

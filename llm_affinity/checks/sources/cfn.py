@@ -6,7 +6,7 @@ Reading files, folders and CDK cloud assemblies is :mod:`.inputs`' job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...common.definitions import METADATA_KEY
@@ -19,12 +19,15 @@ from ..model import (
     Candidate,
     EngineHost,
     Fleet,
+    ForeignId,
+    KvStore,
     LaunchSpec,
     Listener,
     LoadBalancer,
     Location,
     McpGateway,
     Model,
+    SecurityGroup,
     Service,
     Suppression,
     TargetGroup,
@@ -54,6 +57,10 @@ T_CAPACITY = "AWS::ECS::CapacityProvider"
 T_CLUSTER = "AWS::ECS::Cluster"
 T_CLUSTER_CP = "AWS::ECS::ClusterCapacityProviderAssociations"
 T_SCALABLE = "AWS::ApplicationAutoScaling::ScalableTarget"
+T_SG = "AWS::EC2::SecurityGroup"
+T_SG_INGRESS = "AWS::EC2::SecurityGroupIngress"
+T_SG_EGRESS = "AWS::EC2::SecurityGroupEgress"
+T_STORES = (N.T_REPLICATION_GROUP, N.T_SERVERLESS_CACHE, N.T_CACHE_CLUSTER)
 
 _MODELLED = {
     T_TG,
@@ -74,6 +81,10 @@ _MODELLED = {
     T_CLUSTER,
     T_CLUSTER_CP,
     T_SCALABLE,
+    T_SG,
+    T_SG_INGRESS,
+    T_SG_EGRESS,
+    *T_STORES,
 }
 
 
@@ -192,6 +203,40 @@ class _Builder:
             m.fleets.append(self.fleet(v, hooks))
         for v in self.of(T_SERVICE):
             m.services.append(self.service(v))
+        self.network()
+
+    # -- shared KV stores and security groups -----------------------------------------------
+
+    def network(self) -> None:
+        """ElastiCache stores (Redis OSS / Valkey) and security groups, with the rules written as
+        separate ``SecurityGroupIngress`` / ``SecurityGroupEgress`` resources merged in."""
+        m = self.model
+        for rtype in T_STORES:
+            for v in self.of(rtype):
+                fields = N.kv_store(rtype, v.props)
+                if isinstance(fields["engine"], str) and fields["engine"] not in N.KV_ENGINES:
+                    continue  # Memcached: no LMCache connector speaks it
+                m.kv_stores.append(KvStore(**v.common(), tags=N.tags(v.props.get("Tags")), **fields))
+        for v in self.of(T_SG):
+            m.security_groups.append(
+                SecurityGroup(**v.common(), tags=N.tags(v.props.get("Tags")), **N.security_group(v.props))
+            )
+        for rtype, inbound in ((T_SG_INGRESS, True), (T_SG_EGRESS, False)):
+            for v in self.of(rtype):
+                group = N.ref_id(v.props.get("GroupId", v.props.get("GroupName", UNKNOWN)))
+                if isinstance(group, Unresolved):
+                    m.loose_sg_rules.append(v.logical_id)
+                    continue
+                rule = N.sg_rule(v.props, inbound)
+                if isinstance(group, ForeignId):  # a group of another template of the app: attached on merge
+                    peer = rule.group
+                    if peer is not None and not isinstance(peer, (Unresolved, ForeignId)):
+                        peer = ForeignId(v.location.file, peer) if v.location.file else peer
+                    m.foreign_sg_rules.append(((group.file, group.logical_id), inbound, replace(rule, group=peer)))
+                    continue
+                for sg in m.security_groups:
+                    if sg.id == group:
+                        (sg.ingress if inbound else sg.egress).append(rule)
 
     # -- load balancing -------------------------------------------------------------------
 
@@ -226,15 +271,23 @@ class _Builder:
                 [Candidate(Unresolved("LaunchTemplateData not resolvable"))],
                 Unresolved("LaunchTemplateData not resolvable"),
                 Unresolved("LaunchTemplateData"),
+                security_groups=Unresolved("LaunchTemplateData not resolvable"),
             )
         else:
+            written = _user_data(raw.get("UserData"), data.get("UserData", ABSENT))
+            user_data = _with_init(written, v.init)
             spec = LaunchSpec(
                 instance_types=self.candidates(
                     raw.get("InstanceType", ABSENT), data.get("InstanceType", ABSENT), v.scenario
                 ),
-                user_data=_with_init(_user_data(raw.get("UserData"), data.get("UserData", ABSENT)), v.init),
+                user_data=user_data,
                 accelerators=N.asks_for_accelerators(data.get("InstanceRequirements", ABSENT)),
                 source_id=v.logical_id,
+                # the user data as written keeps its references to other resources (a store's endpoint)
+                kv=N.kv_sharing(written if isinstance(written, str) else None, v.init),
+                security_groups=N.security_group_ids(
+                    data, *(("SecurityGroups",) if rtype == T_LC else ("SecurityGroupIds", "SecurityGroups"))
+                ),
             )
         return EngineHost(
             **v.common(),
@@ -367,6 +420,7 @@ class _Builder:
         types: list[Candidate] = []
         texts: list[str] = []
         unresolved_data = False
+        spec.security_groups = None
         for ref in refs:
             hosts = self.launch_hosts(ref)
             if not hosts:
@@ -374,6 +428,9 @@ class _Builder:
                 unresolved_data = True
                 continue
             for host in hosts:
+                if spec.source_id is None:
+                    spec.security_groups = host.launch.security_groups  # the group's own launch template
+                spec.kv = spec.kv or host.launch.kv
                 spec.source_id = spec.source_id or host.id
                 types += host.launch.instance_types
                 spec.accelerators = _either(spec.accelerators, host.launch.accelerators)
@@ -381,6 +438,8 @@ class _Builder:
                     texts.append(host.launch.user_data)
                 elif isinstance(host.launch.user_data, Unresolved):
                     unresolved_data = True
+        if spec.security_groups is None:
+            spec.security_groups = Unresolved("launch template or configuration outside the template")
         if override_types:  # overrides replace the launch template's InstanceType
             types = [c for c in override_types if c.value != "attribute-based"]
         spec.instance_types = _dedupe(types)
@@ -417,6 +476,10 @@ class _Builder:
             tg_ids.append(Unresolved("LoadBalancers not resolvable"))
         task_id = N.ref_id(props.get("TaskDefinition", UNKNOWN))
         gpu, commands = self.task(task_id, v)
+        kv = None
+        for t in self.of(T_TASK):
+            if isinstance(task_id, str) and t.logical_id == task_id:
+                kv = kv or N.container_kv(t.props.get("ContainerDefinitions", ABSENT))
         desired: Any = props.get("DesiredCount", ABSENT)
         if N.as_word(props.get("SchedulingStrategy", "REPLICA"), None, "SchedulingStrategy", upper=True) == "DAEMON":
             desired = Unresolved("SchedulingStrategy DAEMON: one task per container instance")
@@ -434,6 +497,8 @@ class _Builder:
             capacity_fleet_ids=self.capacity_fleets(props),
             desired=desired,
             max_count=self.scalable_max(v.logical_id),
+            kv=kv,
+            security_groups=N.awsvpc_security_groups(props.get("NetworkConfiguration", ABSENT)),
         )
 
     def task(self, task_id: Any, service: _Variant) -> tuple[Any, list[str]]:

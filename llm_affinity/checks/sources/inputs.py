@@ -166,6 +166,11 @@ def _merged(models: list[Model]) -> Model:
         merged.services += m.services
         merged.gateways += m.gateways
         merged.alarms += m.alarms
+        merged.kv_stores += m.kv_stores
+        merged.security_groups += m.security_groups
+        merged.loose_sg_rules += m.loose_sg_rules
+        merged.foreign_sg_rules += m.foreign_sg_rules
+    merged.attach_foreign_sg_rules()
     return merged
 
 

@@ -56,7 +56,27 @@ PLACEHOLDER = "\u2047"  # stands for an unresolved part of a text (Fn::Sub / Fn:
 
 class Partial(str):
     """Text with unresolved parts (each replaced by :data:`PLACEHOLDER`). Good enough to look
-    for a command in user data, never good enough to compare as a value."""
+    for a command in user data, never good enough to compare as a value.
+
+    ``refs`` has one entry per placeholder, left to right: the :class:`ResourceRef` that part
+    stands for (a ``Fn::GetAtt`` or ``Ref`` to another resource), or None. Empty when the
+    placeholders cannot be told apart (the text itself held the placeholder character)."""
+
+    refs: tuple = ()
+
+    def __new__(cls, text: str, refs: tuple = ()) -> "Partial":
+        obj = super().__new__(cls, text)
+        obj.refs = tuple(refs) if len(refs) == text.count(PLACEHOLDER) else ()
+        return obj
+
+
+def placeholder_refs(value: Any) -> tuple:
+    """One entry per placeholder of a resolved value (see :attr:`Partial.refs`)."""
+    if isinstance(value, Partial):
+        return value.refs or (None,) * value.count(PLACEHOLDER)
+    if isinstance(value, str):
+        return (None,) * value.count(PLACEHOLDER)
+    return ()
 
 
 @dataclass(frozen=True)
@@ -491,16 +511,21 @@ def _fn_join(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
     items = tpl.resolve(items, scenario, depth)
     if not isinstance(delimiter, str) or not isinstance(items, list):
         return UNKNOWN
-    parts, partial = [], False
-    for item in items:
+    parts, partial, refs = [], False, []
+    for n, item in enumerate(items):
+        if n:
+            refs += placeholder_refs(delimiter)
         text = _text(item)
         if text is None:
             text, partial = PLACEHOLDER, True
+            refs.append(item if isinstance(item, ResourceRef) else None)
+        else:
+            refs += placeholder_refs(item)
         partial = partial or isinstance(item, Partial)
         parts.append(text)
     tpl.spend_text(sum(map(len, parts)) + len(delimiter) * max(len(parts) - 1, 0))
     joined = delimiter.join(parts)
-    return Partial(joined) if partial else joined
+    return Partial(joined, tuple(refs)) if partial else joined
 
 
 def _fn_sub(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
@@ -512,31 +537,39 @@ def _fn_sub(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
         return UNKNOWN
     partial = False
     built = len(text)
+    refs: list = []
+    last = 0
 
     def substitute(match: re.Match) -> str:
-        nonlocal partial, built
+        nonlocal partial, built, last
+        refs.extend(placeholder_refs(text[last : match.start()]))
+        last = match.end()
         name = match.group(1)
         if name.startswith("!"):
             return "${" + name[1:] + "}"
         if name in variables:
             value = tpl.resolve(variables[name], scenario, depth)
-        elif "." in name:
-            value = UNKNOWN  # ${Resource.Attribute}
+        elif "." in name:  # ${Resource.Attribute}
+            resource, _, attribute = name.partition(".")
+            value = ResourceRef(resource, attribute) if resource in tpl.resources else UNKNOWN
         else:
             value = tpl._ref(name, scenario)
         text_value = _text(value) if not isinstance(value, ResourceRef) else None
         if text_value is None:
             partial = True
+            refs.append(value if isinstance(value, ResourceRef) else None)
             return PLACEHOLDER
         partial = partial or isinstance(value, Partial)
+        refs.extend(placeholder_refs(value))
         built += len(text_value)
         if built > MAX_TEXT:
             raise _ValueTooLarge
         return text_value
 
     result = _SUB_VAR.sub(substitute, text)
+    refs.extend(placeholder_refs(text[last:]))
     tpl.spend_text(len(result))
-    return Partial(result) if partial else result
+    return Partial(result, tuple(refs)) if partial else result
 
 
 def _fn_base64(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:

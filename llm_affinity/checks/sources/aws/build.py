@@ -22,11 +22,13 @@ from ...model import (
     EngineHost,
     Fleet,
     Forward,
+    KvStore,
     LaunchSpec,
     Listener,
     LoadBalancer,
     Location,
     McpGateway,
+    SecurityGroup,
     Service,
     Suppression,
     TargetGroup,
@@ -251,6 +253,7 @@ def build_launch_spec(
                 if odata is not None:
                     accelerators = _either(accelerators, asks_for_accelerators(odata.get("InstanceRequirements")))
             accelerators = _either(accelerators, asks_for_accelerators(override.get("InstanceRequirements")))
+        groups: Any = Unresolved(_NOT_READ)
         if data is None:
             if not types:
                 types = _types(None)
@@ -260,26 +263,50 @@ def build_launch_spec(
                 types = _types(data["InstanceType"])
             accelerators = _either(accelerators, asks_for_accelerators(data.get("InstanceRequirements")))
             user_data = decode_user_data(data.get("UserData"))
+            groups = N.security_group_ids(data, "SecurityGroupIds", "SecurityGroups")
         source = (
             template_arn(template_id)
             if (template_arn and template_id and template_id.startswith("lt-"))
             else template_id
         )
         return LaunchSpec(
-            instance_types=_dedupe(types), user_data=user_data, accelerators=accelerators, source_id=source
+            instance_types=_dedupe(types),
+            user_data=user_data,
+            accelerators=accelerators,
+            source_id=source,
+            kv=_kv(user_data),
+            security_groups=groups,
         )
     name = asg.get("LaunchConfigurationName")
     if name:
         lc = (configurations or {}).get(name) if configurations is not None else None
         if lc is None:
-            return LaunchSpec(instance_types=_types(None), user_data=Unresolved(_NOT_READ), source_id=name)
+            return LaunchSpec(
+                instance_types=_types(None),
+                user_data=Unresolved(_NOT_READ),
+                source_id=name,
+                security_groups=Unresolved(_NOT_READ),
+            )
+        user_data = decode_user_data(lc.get("UserData"))
         return LaunchSpec(
             instance_types=_types(lc.get("InstanceType")),
-            user_data=decode_user_data(lc.get("UserData")),
+            user_data=user_data,
             source_id=lc.get("LaunchConfigurationARN") or name,
+            kv=_kv(user_data),
+            security_groups=N.security_group_ids(lc, "SecurityGroups"),
         )
     # launched by something the API did not describe to us (e.g. a new launch mechanism)
-    return LaunchSpec(instance_types=_types(None), user_data=Unresolved(_NOT_READ), source_id=None)
+    return LaunchSpec(
+        instance_types=_types(None),
+        user_data=Unresolved(_NOT_READ),
+        source_id=None,
+        security_groups=Unresolved(_NOT_READ),
+    )
+
+
+def _kv(user_data: Any):
+    """LMCache in user data (text only: Unresolved user data says nothing)."""
+    return N.kv_sharing(user_data) if isinstance(user_data, str) else None
 
 
 def _either(a: Any, b: Any) -> Any:
@@ -365,6 +392,8 @@ def build_template_engine(template: dict, number: int, data: dict, region: str, 
         user_data,
         asks_for_accelerators(data.get("InstanceRequirements")),
         arn,
+        kv=_kv(user_data),
+        security_groups=N.security_group_ids(data, "SecurityGroupIds", "SecurityGroups"),
     )
     return EngineHost(
         id=arn,
@@ -382,7 +411,14 @@ def build_configuration_engine(lc: dict, region: str) -> EngineHost | None:
     if user_data is None:
         return None
     arn = lc.get("LaunchConfigurationARN") or lc["LaunchConfigurationName"]
-    launch = LaunchSpec(_types(lc.get("InstanceType")), user_data, False, arn)
+    launch = LaunchSpec(
+        _types(lc.get("InstanceType")),
+        user_data,
+        False,
+        arn,
+        kv=_kv(user_data),
+        security_groups=N.security_group_ids(lc, "SecurityGroups"),
+    )
     return EngineHost(id=arn, location=loc(arn, T_LC, region), user_data=user_data, launch=launch)
 
 
@@ -400,7 +436,17 @@ def build_instance_engine(instance: dict, user_data: Any, region: str, arn: str)
     (none), or :class:`Unresolved` when it was not read (DescribeInstances does not carry it)."""
     tags = tags_to_dict(instance.get("Tags"))
     text = user_data if isinstance(user_data, Unresolved) else decode_user_data(user_data)
-    launch = LaunchSpec(_types(instance.get("InstanceType")), text, False, arn)
+    groups = instance.get("SecurityGroups")
+    launch = LaunchSpec(
+        _types(instance.get("InstanceType")),
+        text,
+        False,
+        arn,
+        kv=_kv(text),
+        security_groups=[g["GroupId"] for g in groups if isinstance(g, dict) and g.get("GroupId")]
+        if isinstance(groups, list)
+        else Unresolved("security groups of the instance not read"),
+    )
     return EngineHost(**_tagged(arn, T_INSTANCE, region, tags), user_data=text, launch=launch)
 
 
@@ -433,6 +479,10 @@ def containers_to_cfn(containers: Iterable[dict] | None) -> list[dict]:
         ):
             if c.get(api_key) is not None:
                 cfn[key] = c[api_key]
+        if c.get("secrets"):  # values live in Secrets Manager / Parameter Store: names only
+            cfn["Secrets"] = [{"Name": x.get("name"), "ValueFrom": x.get("valueFrom")} for x in c["secrets"]]
+        if c.get("environmentFiles"):
+            cfn["EnvironmentFiles"] = [{"Type": x.get("type"), "Value": x.get("value")} for x in c["environmentFiles"]]
         out.append(cfn)
     return out
 
@@ -455,10 +505,14 @@ def build_service(
     scales it (None: there is none; Unresolved: could not be read)."""
     arn = service["serviceArn"]
     tags = tags_to_dict(service.get("tags"))
+    kv = None
     if isinstance(task, Unresolved):
         gpu, commands = task, []
     else:
-        gpu, commands = N.task_definition(containers_to_cfn(task.get("containerDefinitions")))
+        containers = containers_to_cfn(task.get("containerDefinitions"))
+        gpu, commands = N.task_definition(containers)
+        kv = N.container_kv(containers)
+    awsvpc = (service.get("networkConfiguration") or {}).get("awsvpcConfiguration")
     fleets: list[Any] = []
     for item in service.get("capacityProviderStrategy") or ():
         provider = (providers or {}).get(item.get("capacityProvider") or "")
@@ -479,6 +533,142 @@ def build_service(
         capacity_fleet_ids=fleets,
         desired=desired,
         max_count=max_count,
+        kv=kv,
+        security_groups=N.awsvpc_security_groups(
+            {"AwsvpcConfiguration": {"SecurityGroups": awsvpc.get("securityGroups") or []}}
+            if isinstance(awsvpc, dict)
+            else None
+        ),
+    )
+
+
+# --- ElastiCache and security groups ------------------------------------------------------------
+
+#: What stands for "an AUTH token is set" (the API says AuthTokenEnabled, never the token).
+AUTH_TOKEN_SET = "(set; the API does not return it)"
+
+
+def _endpoint_hosts(*endpoints: Any) -> list[str]:
+    return _dedupe(e["Address"] for e in endpoints if isinstance(e, dict) and isinstance(e.get("Address"), str))
+
+
+def build_replication_group(rg: dict, members: dict[str, dict] | None, region: str) -> KvStore:
+    """A ``DescribeReplicationGroups`` item as the ``AWS::ElastiCache::ReplicationGroup`` a
+    template gives. The answer carries no security groups and no port of its own: they come from
+    its member clusters (``members``: DescribeCacheClusters by id; None when those could not be
+    read) and its endpoints."""
+    arn = rg.get("ARN") or rg.get("ReplicationGroupId", "")
+    groups: list[dict] = rg.get("NodeGroups") or []
+    endpoints: list[Any] = [rg.get("ConfigurationEndpoint")]
+    for group in groups:
+        endpoints += [group.get("PrimaryEndpoint"), group.get("ReaderEndpoint")]
+        endpoints += [m.get("ReadEndpoint") for m in group.get("NodeGroupMembers") or ()]
+    port = next((e["Port"] for e in endpoints if isinstance(e, dict) and isinstance(e.get("Port"), int)), 6379)
+    props: dict[str, Any] = {
+        "Engine": rg.get("Engine", UNKNOWN),
+        "Port": port,
+        "TransitEncryptionEnabled": rg.get("TransitEncryptionEnabled", UNKNOWN),
+        "UserGroupIds": rg.get("UserGroupIds") or [],
+        "SecurityGroupIds": _member_groups(rg, members),
+    }
+    if rg.get("AuthTokenEnabled"):
+        props["AuthToken"] = AUTH_TOKEN_SET
+    elif "AuthTokenEnabled" not in rg:
+        props["AuthToken"] = UNKNOWN
+    return KvStore(
+        id=arn,
+        location=loc(arn, N.T_REPLICATION_GROUP, region),
+        endpoints=_endpoint_hosts(*endpoints),
+        **N.kv_store(N.T_REPLICATION_GROUP, props),
+    )
+
+
+def _member_groups(rg: dict, members: dict[str, dict] | None) -> Any:
+    if members is None:
+        return UNKNOWN
+    out: list[str] = []
+    for cluster_id in rg.get("MemberClusters") or ():
+        cluster = members.get(cluster_id)
+        if cluster is None:
+            return UNKNOWN  # a member DescribeCacheClusters did not list
+        out += [g["SecurityGroupId"] for g in cluster.get("SecurityGroups") or () if g.get("SecurityGroupId")]
+    return _dedupe(out)
+
+
+def build_cache_cluster(cluster: dict, region: str) -> KvStore:
+    """A ``DescribeCacheClusters`` item that belongs to no replication group."""
+    arn = cluster.get("ARN") or cluster.get("CacheClusterId", "")
+    nodes = [n.get("Endpoint") for n in cluster.get("CacheNodes") or ()]
+    endpoints = [cluster.get("ConfigurationEndpoint"), *nodes]
+    port = next((e["Port"] for e in endpoints if isinstance(e, dict) and isinstance(e.get("Port"), int)), 6379)
+    props: dict[str, Any] = {
+        "Engine": cluster.get("Engine", UNKNOWN),
+        "Port": port,
+        "TransitEncryptionEnabled": cluster.get("TransitEncryptionEnabled", False),
+        "VpcSecurityGroupIds": [
+            g["SecurityGroupId"] for g in cluster.get("SecurityGroups") or () if g.get("SecurityGroupId")
+        ],
+    }
+    if cluster.get("AuthTokenEnabled"):
+        props["AuthToken"] = AUTH_TOKEN_SET
+    return KvStore(
+        id=arn,
+        location=loc(arn, N.T_CACHE_CLUSTER, region),
+        endpoints=_endpoint_hosts(*endpoints),
+        **N.kv_store(N.T_CACHE_CLUSTER, props),
+    )
+
+
+def build_serverless_cache(cache: dict, region: str) -> KvStore:
+    """A ``DescribeServerlessCaches`` item (its fields have the CloudFormation names already)."""
+    arn = cache.get("ARN") or cache.get("ServerlessCacheName", "")
+    props = {
+        "Engine": cache.get("Engine", UNKNOWN),
+        "SecurityGroupIds": cache.get("SecurityGroupIds") or [],
+        "Endpoint": cache.get("Endpoint") or {},
+    }
+    if cache.get("UserGroupId"):
+        props["UserGroupId"] = cache["UserGroupId"]
+    return KvStore(
+        id=arn,
+        location=loc(arn, N.T_SERVERLESS_CACHE, region),
+        endpoints=_endpoint_hosts(cache.get("Endpoint"), cache.get("ReaderEndpoint")),
+        **N.kv_store(N.T_SERVERLESS_CACHE, props),
+    )
+
+
+def _permissions_to_cfn(permissions: Iterable[dict] | None, inbound: bool) -> list[dict]:
+    """``IpPermissions`` / ``IpPermissionsEgress`` → one CloudFormation rule per peer."""
+    peer = "Source" if inbound else "Destination"
+    out: list[dict] = []
+    for p in permissions or ():
+        base = {k: p[k] for k in ("IpProtocol", "FromPort", "ToPort") if k in p}
+        peers = [{f"{peer}SecurityGroupId": g["GroupId"]} for g in p.get("UserIdGroupPairs") or () if g.get("GroupId")]
+        peers += [{"CidrIp": r["CidrIp"]} for r in p.get("IpRanges") or () if r.get("CidrIp")]
+        peers += [{"CidrIpv6": r["CidrIpv6"]} for r in p.get("Ipv6Ranges") or () if r.get("CidrIpv6")]
+        peers += [
+            {f"{peer}PrefixListId": r["PrefixListId"]} for r in p.get("PrefixListIds") or () if r.get("PrefixListId")
+        ]
+        out += [{**base, **x} for x in peers]
+    return out
+
+
+def build_security_group(group: dict, region: str, partition: str) -> SecurityGroup:
+    """A ``DescribeSecurityGroups`` item; its id is the group id (what fleets and stores name)."""
+    gid = group["GroupId"]
+    tags = tags_to_dict(group.get("Tags"))
+    owner = group.get("OwnerId") or ""
+    arn = f"arn:{partition}:ec2:{region}:{owner}:security-group/{gid}"
+    props = {
+        "SecurityGroupIngress": _permissions_to_cfn(group.get("IpPermissions"), True),
+        "SecurityGroupEgress": _permissions_to_cfn(group.get("IpPermissionsEgress"), False),
+    }
+    return SecurityGroup(
+        id=gid,
+        location=Location(resource_id=arn, resource_type="AWS::EC2::SecurityGroup", region=region),
+        tags=tags,
+        suppressions=suppressions_from_tags(tags),
+        **N.security_group(props),
     )
 
 

@@ -22,8 +22,11 @@ IAM_PREFIX = {
     "application-autoscaling": "application-autoscaling",
     "cloudwatch": "cloudwatch",
     "bedrock-agentcore-control": "bedrock-agentcore",
+    "elasticache": "elasticache",
     "sts": "sts",
 }
+#: Read only in regions where a fleet shares KV through LMCache (its coverage entry appears there).
+KV_SERVICE = "elasticache"
 
 DEFAULT_REGION = "us-east-1"
 TAG_BATCH = 20  # elbv2 DescribeTags takes at most 20 ARNs
@@ -31,6 +34,7 @@ LC_BATCH = 50  # DescribeLaunchConfigurations takes at most 50 names
 SERVICE_BATCH = 10  # ecs DescribeServices takes at most 10 services
 PROVIDER_BATCH = 100  # ecs DescribeCapacityProviders takes at most 100 names
 INSTANCE_BATCH = 200  # values of one DescribeInstances filter
+GROUP_BATCH = 200  # values of one DescribeSecurityGroups group-id filter
 #: DescribeInstanceAttribute(userData) calls per region at most (one per instance, for
 #: registered instances that are not accelerated: their user data decides whether they serve)
 USER_DATA_LIMIT = 50

@@ -23,8 +23,8 @@ from botocore.config import Config
 
 from ....common.definitions import ROLE_INFERENCE, role_of
 from ...assemble import finish
-from ...model import ROLE_TAG, Model, ModelError
-from . import agentcore, autoscaling, cloudwatch, config, ecs, elbv2, targets
+from ...model import ROLE_TAG, KvRemote, Model, ModelError
+from . import agentcore, autoscaling, cloudwatch, config, ecs, elasticache, elbv2, security_groups, targets
 from . import build as B
 from .coverage import Coverage, Part
 from .errors import READ_STATUSES, TimedOut, classify, name_does_not_exist
@@ -232,6 +232,7 @@ def _read_all(run: _Run) -> AuditResult:
     run.coverage["account"] = run.session.account
     model = _merge(run.session, _read_services(run, _reader_jobs(run)))
     _read_registered_targets(run, model)
+    _read_kv_stores(run, model)
     _settle_coverage(run, model)
     return _result(run, model)
 
@@ -362,6 +363,52 @@ def _read_registered_targets(run: _Run, model: Model) -> None:
             run.session, region, count_only, instance_tgs, run.covs[f"{region}/elbv2"], run.covs[f"{region}/ec2"]
         )
         model.engines += part.engines
+
+
+def _kv_compute(model: Model) -> dict[str, list[Any]]:
+    """Compute whose launch configuration runs an LMCache connector, by region (Auto Scaling
+    groups, ECS services, EC2 instances registered in target groups)."""
+    out: dict[str, list[Any]] = {}
+    for resource, kv, groups in (
+        *((f, f.launch.kv, f.launch.security_groups) for f in model.fleets),
+        *((s, s.kv, s.security_groups) for s in model.services),
+        *((e, e.launch.kv, e.launch.security_groups) for e in model.engines if e.type == B.T_INSTANCE),
+    ):
+        if kv is not None and resource.location.region:
+            out.setdefault(resource.location.region, []).append((kv, groups))
+    return out
+
+
+def _read_kv_stores(run: _Run, model: Model) -> None:
+    """ElastiCache stores, and the security groups between them and the fleets, only in the
+    regions where a fleet shares KV through LMCache (their ``elasticache`` coverage entry appears
+    there, nowhere else)."""
+    for region, users in sorted(_kv_compute(model).items()):
+        run.phase.text = f"reading LMCache stores in {region}"
+        cov = Coverage(region, config.KV_SERVICE)
+        run.covs[cov.key] = cov
+        stores = elasticache.read(run.session, region, cov)
+        model.kv_stores += stores.kv_stores
+        if stores.missing:
+            model.unreadable.add(config.KV_SERVICE)
+        hosts = {
+            str(kv.remote.host).lower()
+            for kv, _ in users
+            if isinstance(kv.remote, KvRemote) and isinstance(kv.remote.host, str)
+        }
+        wanted: list[Any] = []
+        for _kv, groups in users:
+            wanted += groups if isinstance(groups, list) else []
+        for store in stores.kv_stores:
+            if hosts & {e.lower() for e in store.endpoints} and isinstance(store.security_groups, list):
+                wanted += store.security_groups
+        for service in model.services:  # tasks on container instances use those instances' groups
+            if service.kv is not None and service.security_groups is None:
+                for fleet in model.fleets:
+                    if fleet.id in service.capacity_fleet_ids and isinstance(fleet.launch.security_groups, list):
+                        wanted += fleet.launch.security_groups
+        groups_part = security_groups.read(run.session, region, wanted, run.covs[f"{region}/ec2"])
+        model.security_groups += groups_part.security_groups
 
 
 def _settle_coverage(run: _Run, model: Model) -> None:
