@@ -25,8 +25,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..common.definitions import ROLE_INFERENCE, ROLE_TAG, inference_server_name, is_accelerated_instance_type
-from .model import Candidate, EngineHost, Fleet, LaunchSpec, Model, Resource, Service, Serving, Unresolved
+from ..common.definitions import (
+    K8S_PREFIX,
+    ROLE_INFERENCE,
+    ROLE_TAG,
+    inference_server_name,
+    is_accelerated_instance_type,
+)
+from .model import Candidate, EngineHost, Fleet, LaunchSpec, Model, Resource, Service, Serving, Unresolved, Workload
 
 TAGGED = f"tagged {ROLE_TAG}={ROLE_INFERENCE}"
 #: At most this many branches are named in a verdict; the rest are counted.
@@ -79,6 +85,26 @@ def service_evidence(model: Model, service: Service) -> tuple[Serving | None, st
     return None, missing
 
 
+#: The role that silences a Kubernetes workload (the tag's other value).
+ROLE_OTHER = "other"
+
+
+def workload_evidence(workload: Workload) -> tuple[Serving | None, str | None]:
+    """(verdict, what is missing) for a Kubernetes workload: an LLM server named in a
+    container's image, command, arguments or environment serves; accelerators without one
+    leave the role unknown (an image-generation server holds a GPU too)."""
+    for text in workload.commands + workload.environment:
+        server = inference_server_name(text)
+        if server:
+            return Serving(f"{workload.kind} {workload.namespace}/{workload.name} runs {server}"), None
+    if workload.accelerators:
+        return None, (
+            f"serving role ({', '.join(workload.accelerators)} and no known LLM server): annotate it "
+            f"{K8S_PREFIX}role: {ROLE_INFERENCE} or {ROLE_OTHER}"
+        )
+    return None, None
+
+
 def _tagged(resource: Resource) -> bool:
     return resource.tag(ROLE_TAG) == ROLE_INFERENCE
 
@@ -109,6 +135,19 @@ def classify(model: Model) -> None:
             service.serving = verdict
         elif missing and service.target_group_ids:
             model.serving_unknowns.append((service, missing))
+    for workload in model.workloads:
+        verdict, missing = workload_evidence(workload)
+        workload.evidence = verdict
+        attached = bool(workload.target_group_ids or workload.router_ids)
+        role = workload.tag(ROLE_TAG)
+        if role == ROLE_INFERENCE:
+            workload.serving = Serving(TAGGED)
+        elif role == ROLE_OTHER:
+            workload.serving = None
+        elif verdict is not None and attached:
+            workload.serving = verdict
+        elif missing and attached:
+            model.serving_unknowns.append((workload, missing))
     for tg in model.target_groups:
         tg.serving = _target_group_verdict(model, tg, tagged_tgs, fleet_verdicts)
         if tg.serving is None:  # targets that could not be known, or an instance of unknown type: say so
@@ -134,6 +173,9 @@ def _target_group_verdict(model: Model, tg: Any, tagged_tgs: set, fleet_verdicts
     for service in model.services_for(tg):
         if service.serving is not None:
             return Serving(f"ECS service {service.id}: {service.serving.reason}", service.serving.when)
+    for workload in model.workloads_for(tg):
+        if workload.serving is not None:
+            return workload.serving
     return None
 
 

@@ -67,3 +67,36 @@ def inference_server_name(text: Any) -> str | None:
 
 #: ECS ``ResourceRequirements`` type that reserves GPUs for a container.
 ECS_GPU_REQUIREMENT = "GPU"
+
+
+# --- Kubernetes ------------------------------------------------------------------------------
+# Annotation (and label) keys cannot hold ':', so manifests carry the tags above under a prefix:
+# ``llm-affinity/role: inference`` on a workload, a Service or an Ingress is the role tag.
+
+K8S_PREFIX = "llm-affinity/"
+#: Kubernetes annotation → the tag it stands for.
+K8S_ANNOTATION_TAGS = {
+    K8S_PREFIX + "role": ROLE_TAG,
+    K8S_PREFIX + "router": ROUTER_TAG,
+    K8S_PREFIX + "ignore": IGNORE_TAG,
+    K8S_PREFIX + "ignore-reason": IGNORE_REASON_TAG,
+}
+
+#: Extended resources that put an accelerator in a pod: NVIDIA GPUs (and MIG slices), AWS
+#: Inferentia/Trainium (Neuron devices and cores), AMD GPUs, Intel Gaudi and GPUs, Google TPUs.
+K8S_ACCELERATOR_RESOURCE = re.compile(
+    r"^(nvidia\.com/(gpu|mig-[\w.-]+)|aws\.amazon\.com/neuron(core|device)?|amd\.com/gpu|habana\.ai/gaudi"
+    r"|gpu\.intel\.com/[\w.-]+|google\.com/tpu)$",
+    re.IGNORECASE,
+)
+
+
+def is_accelerator_resource(name: Any) -> bool:
+    """True for a container resource name that requests an accelerator (``nvidia.com/gpu``,
+    ``aws.amazon.com/neuron``...)."""
+    return isinstance(name, str) and bool(K8S_ACCELERATOR_RESOURCE.match(name.strip()))
+
+
+#: Routers the Kubernetes source recognises (``Router.product``).
+PRODUCTION_STACK_ROUTER = "vLLM production-stack router"
+INFERENCE_POOL = "InferencePool"

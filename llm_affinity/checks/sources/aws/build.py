@@ -10,10 +10,8 @@ could not be read are passed as an unresolvable attribute list, exactly like a t
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable
 
-from ....common.definitions import IGNORE_REASON_TAG, IGNORE_TAG
 from ... import normalize as N
 from ...model import (
     UNKNOWN,
@@ -28,7 +26,6 @@ from ...model import (
     Location,
     McpGateway,
     Service,
-    Suppression,
     TargetGroup,
     Unresolved,
 )
@@ -65,8 +62,6 @@ def _attribute_list(attributes: dict) -> Any:
 
 # --- tags and suppressions -------------------------------------------------------------------
 
-_SPLIT = re.compile(r"[\s,+/;]+")
-
 
 def tags_to_dict(tags: Iterable[dict] | dict | None) -> dict[str, str]:
     """``[{"Key": k, "Value": v}]`` (ELB/ASG/EC2) or a plain map (AgentCore) → dict (the
@@ -74,20 +69,7 @@ def tags_to_dict(tags: Iterable[dict] | dict | None) -> dict[str, str]:
     return N.tags(tags if isinstance(tags, (list, dict)) else list(tags or ()))
 
 
-def suppressions_from_tags(tags: dict[str, Any]) -> list[Suppression]:
-    """``llm-affinity:ignore`` = rule ids separated by commas, spaces, ``+``, ``/`` (or ``;``);
-    the reason comes from ``llm-affinity:ignore-reason`` (absent → ``None``, reported SUP001)."""
-    raw = tags.get(IGNORE_TAG)
-    if not isinstance(raw, str) or not raw.strip():
-        return []
-    reason = tags.get(IGNORE_REASON_TAG)
-    reason = reason.strip() if isinstance(reason, str) and reason.strip() else None
-    seen: list[str] = []
-    for part in _SPLIT.split(raw.strip()):
-        rid = part.strip().upper()
-        if rid and rid not in seen:
-            seen.append(rid)
-    return [Suppression(rid, reason) for rid in seen]
+suppressions_from_tags = N.suppressions_from_tags  # shared with Kubernetes annotations
 
 
 def loc(arn: str, rtype: str, region: str) -> Location:

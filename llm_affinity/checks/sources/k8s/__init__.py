@@ -1,0 +1,85 @@
+"""Kubernetes manifests → :class:`~llm_affinity.checks.model.Model`: what the AWS Load Balancer
+Controller makes of them, and what sits behind.
+
+Every object of a lint run goes into one model (an Ingress in one file names a Service in
+another), built in this order:
+
+1. workloads (:mod:`.workloads`): Deployments, StatefulSets, LeaderWorkerSets, with the
+   ceiling of any autoscaler scaling them; production-stack router Deployments become routers;
+2. routers (:mod:`.routers`): production-stack's router and InferencePools, each naming the
+   engine workloads it sends requests to;
+3. load balancers (:mod:`.services`, :mod:`.ingress`, :mod:`.bindings`): Services the
+   controller makes NLBs of, Ingresses it makes ALBs of, TargetGroupBindings — each target group
+   linked to the workloads its Service selects;
+4. alert rules (``PrometheusRule``) as alarms, for FLEET005;
+
+then the same :func:`~..assemble.finish` as templates (serving verdicts, counts). Settings go
+through :mod:`...normalize` in CloudFormation's shape, so a target group written as annotations
+and the same target group in a template have equal settings. docs/kubernetes.md says what is
+read and what each annotation means.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ...assemble import finish
+from ...model import Alarm, Model
+from ..manifests import KubeObject
+from .bindings import build_bindings
+from .ingress import build_ingresses
+from .objects import WORKLOAD_KINDS, Catalog, common
+from .routers import inference_pool, production_stack_router, router_container
+from .services import build_nlb, handled_as_nlb
+from .workloads import build_workload
+
+
+def model_from_objects(objects: Iterable[KubeObject]) -> Model:
+    objects = list(objects)
+    files = list(dict.fromkeys(o.file for o in objects))
+    scope = files[0] if len(files) == 1 else f"{files[0]} and {len(files) - 1} more input(s)"
+    model = Model(scope=f"Kubernetes objects of {scope}")
+    cat = Catalog(objects)
+    routers = []
+    for kind in WORKLOAD_KINDS:
+        for obj in cat.of(kind):
+            container = router_container(obj)
+            if container is not None:
+                routers.append((obj, container))
+            else:
+                model.workloads.append(build_workload(obj, cat))
+    for obj, container in routers:
+        model.routers.append(production_stack_router(obj, container, cat, model.workloads))
+    for pool in cat.of("InferencePool"):
+        model.routers.append(inference_pool(pool, model.workloads))
+    by_id = {w.id: w for w in model.workloads}
+    for router in model.routers:
+        for engine in router.engine_ids:
+            if router.id not in by_id[engine].router_ids:
+                by_id[engine].router_ids.append(router.id)
+    for service in cat.of("Service"):
+        how = handled_as_nlb(service)
+        if how is not None:
+            build_nlb(service, how, model.workloads, model)
+    build_ingresses(cat, model.workloads, model)
+    build_bindings(cat, model.workloads, model)
+    for rule in cat.of("PrometheusRule"):
+        model.alarms.append(Alarm(**common(rule), watches=_alert_expressions(rule)))
+    finish(model)
+    model.resources_checked = len(objects)
+    return model
+
+
+def _alert_expressions(rule: KubeObject) -> list[str]:
+    """The alert names and PromQL expressions of a PrometheusRule (what it watches)."""
+    out: list[str] = []
+    groups = rule.spec.get("groups")
+    for group in groups if isinstance(groups, list) else []:
+        rules = group.get("rules") if isinstance(group, dict) else None
+        for item in rules if isinstance(rules, list) else []:
+            if not isinstance(item, dict) or "alert" not in item:
+                continue  # recording rules alert nobody
+            for key in ("alert", "expr"):
+                if isinstance(item.get(key), str) and item[key] not in out:
+                    out.append(item[key])
+    return out
