@@ -20,6 +20,7 @@ EXPECTED_IDS = (
     [f"ALB{n:03d}" for n in range(1, 12)]
     + [f"NLB{n:03d}" for n in range(1, 4)]
     + [f"FLEET{n:03d}" for n in range(1, 9)]
+    + [f"K8S{n:03d}" for n in range(1, 5)]
     + [f"GW{n:03d}" for n in range(1, 5)]
     + ["SUP001"]
 )

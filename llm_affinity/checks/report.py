@@ -107,7 +107,7 @@ def render_text(report: Report, color: bool = False) -> str:
             lines.append(
                 f"  {printable(place)}  {paint(f'{f.severity:<7}', f.severity)} {f.rule.id:<8} {printable(f.message)}"
             )
-            lines.append(paint(f"      fix: {f.rule.remediation}  ({f.rule.docs})", "dim"))
+            lines.append(paint(f"      fix: {printable(f.remediation)}  ({f.rule.docs})", "dim"))
         lines.append("")
     summary = report.summary()
     parts = [f"{summary['error']} error(s)", f"{summary['warning']} warning(s)", f"{summary['info']} info"]
@@ -155,6 +155,7 @@ _RULE_KEYS_SHOWN = (
     "inference_only",
     "rationale",
     "remediation",
+    "kubernetes_remediation",
     "docs",
 )
 
@@ -246,6 +247,10 @@ def render_rules_markdown(rules: Iterable[Rule]) -> str:
                 "",
                 f"Fix: {_md_cell(r.get('remediation', ''))}",
                 "",
+            ]
+            if r.get("kubernetes_remediation"):
+                out += [f"Fix on Kubernetes: {_md_cell(r['kubernetes_remediation'])}", ""]
+            out += [
                 f"AWS documentation: <{r.get('docs', '')}>",
                 "",
             ]
@@ -298,6 +303,12 @@ def _sarif_result(finding: Finding, index: dict[str, int], suppressed: bool) -> 
     return result
 
 
+def _kube_fix(rule: Rule, bold: str) -> str:
+    if not rule.kubernetes_remediation:
+        return ""
+    return f"{bold}Fix on Kubernetes:{bold} {rule.kubernetes_remediation}\n" + ("\n" if bold else "")
+
+
 def to_sarif_dict(report: Report) -> dict[str, Any]:
     """SARIF 2.1.0: ``tool.driver.rules`` lists the rules that ran (an --ignore'd rule is not
     there); each carries its layer and failure-mode code (FM1, API...) as tags."""
@@ -316,8 +327,9 @@ def to_sarif_dict(report: Report) -> dict[str, Any]:
                 "fullDescription": {"text": r.rationale},
                 "helpUri": r.docs,
                 "help": {
-                    "text": f"{r.rationale}\nFix: {r.remediation}\n{r.docs}",
-                    "markdown": f"{r.rationale}\n\n**Fix:** {r.remediation}\n\n[AWS documentation]({r.docs})",
+                    "text": f"{r.rationale}\nFix: {r.remediation}\n{_kube_fix(r, '')}{r.docs}",
+                    "markdown": f"{r.rationale}\n\n**Fix:** {r.remediation}\n\n{_kube_fix(r, '**')}"
+                    f"[AWS documentation]({r.docs})",
                 },
                 "defaultConfiguration": {"level": SARIF_LEVEL[r.severity]},
                 "properties": {
@@ -384,7 +396,7 @@ def render_junit(report: Report) -> str:
                 failure.text = (
                     f"{loc.resource_type} {loc.resource_id}"
                     + (f" line {loc.line}" if loc.line else "")
-                    + f"\nfix: {r.remediation}\n{r.docs}"
+                    + f"\nfix: {f.remediation}\n{r.docs}"
                 )
                 failures += 1
                 tests += 1

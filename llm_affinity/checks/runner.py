@@ -21,6 +21,13 @@ class Finding:
     def severity(self) -> str:
         return self.rule.severity
 
+    @property
+    def remediation(self) -> str:
+        """The rule's fix, in Kubernetes words for a resource that comes from Kubernetes."""
+        if self.resource.kube is not None and self.rule.kubernetes_remediation:
+            return self.rule.kubernetes_remediation
+        return self.rule.remediation
+
     def key(self) -> tuple:
         loc = self.resource.location
         return (self.rule.id, loc.resource_type, loc.resource_id, loc.file, loc.region, self.message)
@@ -32,7 +39,7 @@ class Finding:
             "title": self.rule.title,
             "message": self.message,
             "resource": self.resource.location.as_dict(),
-            "remediation": self.rule.remediation,
+            "remediation": self.remediation,
             "docs": self.rule.docs,
         }
         if self.reason is not None:

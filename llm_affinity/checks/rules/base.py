@@ -91,6 +91,9 @@ class Rule:
     docs: str
     inference_only: bool
     check: CheckFn
+    #: The fix in Kubernetes words (annotation names), for resources read from manifests or
+    #: created by the AWS Load Balancer Controller; ``None`` when the rule has no Kubernetes form.
+    kubernetes_remediation: str | None = None
 
     @property
     def failure_code(self) -> str:
@@ -111,6 +114,7 @@ class Rule:
             "inference_only": self.inference_only,
             "rationale": self.rationale,
             "remediation": self.remediation,
+            "kubernetes_remediation": self.kubernetes_remediation,
             "docs": self.docs,
         }
 
@@ -129,6 +133,7 @@ def rule(
     remediation: str,
     docs: str,
     inference_only: bool = False,
+    kubernetes_remediation: str | None = None,
 ) -> Callable[[CheckFn], CheckFn]:
     """Register ``fn`` as rule ``id`` with its metadata."""
     if severity not in SEVERITIES:
@@ -141,7 +146,19 @@ def rule(
     def register(fn: CheckFn) -> CheckFn:
         if id in REGISTRY:
             raise ValueError(f"rule {id} registered twice")
-        REGISTRY[id] = Rule(id, title, severity, layer, failure_mode, rationale, remediation, docs, inference_only, fn)
+        REGISTRY[id] = Rule(
+            id,
+            title,
+            severity,
+            layer,
+            failure_mode,
+            rationale,
+            remediation,
+            docs,
+            inference_only,
+            fn,
+            kubernetes_remediation,
+        )
         return fn
 
     return register

@@ -9,9 +9,22 @@ import re
 from typing import Any, Iterator
 
 from ...common.definitions import ROUTER_TAG
-from ..model import Fleet, Model, Resource, TargetGroup
+from ..model import Fleet, Model, Resource, TargetGroup, Workload
 from .base import Hit, Result, Unknown, rule
-from .common import DOCS_ALB_STICKY, DOCS_ALB_TG, inference_target_groups, invalid, rejected, unresolved, when
+from .common import (
+    DOCS_ALB_STICKY,
+    DOCS_ALB_TG,
+    inference_target_groups,
+    invalid,
+    is_kube,
+    name,
+    one_replica_at_most,
+    rejected,
+    replicas_behind,
+    set_in,
+    unresolved,
+    when,
+)
 
 DOCS_VLLM_PREFIX = "https://docs.vllm.ai/en/latest/features/automatic_prefix_caching.html"
 DOCS_CW_ALARMS = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html"
@@ -31,6 +44,9 @@ LOAD_ALARM_PATTERN = re.compile(
 
 def _capacity(model: Model, tg: TargetGroup) -> Any:
     """Can the group hold more than one serving process? True, False or None (unknown)."""
+    pods = replicas_behind(model, tg)
+    if pods is not None:  # Kubernetes: the pods of the workloads behind it
+        return pods > 1 if isinstance(pods, int) else None
     sizes: list[Any] = [f.max_size for f in model.fleets_for(tg)]
     for service in model.services_for(tg):
         sizes += [service.desired, service.max_count]
@@ -57,11 +73,16 @@ def _capacity(model: Model, tg: TargetGroup) -> Any:
     "Scaling groups, EC2 instances, ECS services) are accelerated or start vLLM, SGLang or TGI; "
     "compute whose instance type could not be resolved is listed as unknown here.",
     remediation="Enable stickiness (lb_cookie or app_cookie on an ALB, source_ip on an NLB) on the inference target group.",
+    kubernetes_remediation="Ingress: alb.ingress.kubernetes.io/target-group-attributes: stickiness.enabled=true,"
+    "stickiness.lb_cookie.duration_seconds=86400 with alb.ingress.kubernetes.io/target-type: ip (on the Service "
+    "instead when it sets its own target-group-attributes). NLB Service: service.beta.kubernetes.io/aws-load-balancer-"
+    "target-group-attributes: stickiness.enabled=true,stickiness.type=source_ip with aws-load-balancer-nlb-target-type: ip.",
     docs=DOCS_ALB_STICKY,
 )
 def fleet001(model: Model) -> Iterator[Result]:
     for resource, value in model.serving_unknowns:
         yield Unknown(resource, value)
+    yield from _undecided_fronts(model)
     for tg in inference_target_groups(model):
         sticky = tg.settings.sticky
         if unresolved(sticky):
@@ -70,8 +91,17 @@ def fleet001(model: Model) -> Iterator[Result]:
         if sticky is True:
             continue
         capacity = _capacity(model, tg)
-        if capacity is None:
+        if capacity is None and is_kube(tg):
+            yield Unknown(tg, "replicas (spec.replicas, an autoscaler's maxReplicas)")
+        elif capacity is None:
             yield Unknown(tg, "number of instances (Auto Scaling group MaxSize, ECS DesiredCount or targets)")
+        elif capacity and is_kube(tg):
+            yield Hit(
+                tg,
+                f"inference target group {name(tg)} sends a session's requests to any of up to "
+                f"{replicas_behind(model, tg)} pods: stickiness is off{set_in(tg)} ({tg.serving.reason})",
+                when(tg),
+            )
         elif capacity:
             yield Hit(
                 tg,
@@ -79,6 +109,16 @@ def fleet001(model: Model) -> Iterator[Result]:
                 f"({tg.serving.reason})",
                 when(tg),
             )
+
+
+def _undecided_fronts(model: Model) -> Iterator[Result]:
+    """Kubernetes fronts that could not be decided (an Ingress of a class not among the
+    inputs), listed when an LLM server that may hold several pods is behind them."""
+    for resource, value, workload_ids in model.unknown_fronts:
+        for workload_id in workload_ids:
+            if any(w.evidence and not one_replica_at_most(model, w) for w in model.workloads_by_id(workload_id)):
+                yield Unknown(resource, value)
+                break
 
 
 @rule(
@@ -114,6 +154,8 @@ def fleet002(model: Model) -> Iterator[Result]:
     inference_only=True,
     rationale="Session affinity only pays off when the engine keeps and reuses the prefix's KV cache.",
     remediation="Remove --no-enable-prefix-caching (on by default in vLLM V1) or pass --enable-prefix-caching.",
+    kubernetes_remediation="Remove --no-enable-prefix-caching from the container's command or args (on by default "
+    "in vLLM V1) or pass --enable-prefix-caching (production-stack chart: vllmConfig.enablePrefixCaching: true).",
     docs=DOCS_VLLM_PREFIX,
 )
 def fleet003(model: Model) -> Iterator[Result]:
@@ -124,6 +166,10 @@ def fleet003(model: Model) -> Iterator[Result]:
     for host, text in hosts:
         if isinstance(text, str) and _PREFIX_CACHING_OFF.search(text):
             yield Hit(host, f"{host.id} starts vLLM with prefix caching disabled")
+    for workload in model.workloads:  # Kubernetes: only pods that serve through something
+        match = _PREFIX_CACHING_OFF.search("\n".join(workload.commands)) if workload.inference else None
+        if match:
+            yield Hit(workload, f"{name(workload)} starts vLLM with prefix caching disabled ({match.group(0)})")
 
 
 def _sticky_inference_tgs(model: Model):
@@ -142,10 +188,14 @@ def _sticky_inference_tgs(model: Model):
     inference_only=True,
     rationale="New sessions land blindly and long, hot sessions pile up on one replica.",
     remediation="Set load_balancing.algorithm.type=least_outstanding_requests and alarm on load imbalance.",
+    kubernetes_remediation="load_balancing.algorithm.type=least_outstanding_requests in "
+    "alb.ingress.kubernetes.io/target-group-attributes (next to the stickiness keys), and alert on load imbalance.",
     docs=DOCS_ALB_TG,
 )
 def fleet004(model: Model) -> Iterator[Result]:
     for tg in _sticky_inference_tgs(model):
+        if one_replica_at_most(model, tg):
+            continue
         s = tg.settings
         if unresolved(s.family):
             yield Unknown(tg, "Protocol")
@@ -157,13 +207,16 @@ def fleet004(model: Model) -> Iterator[Result]:
         elif unresolved(s.algorithm):
             yield Unknown(tg, "load_balancing.algorithm.type")
         elif s.algorithm == "round_robin":
-            yield Hit(tg, f"sticky inference target group {tg.id} uses round_robin", when(tg))
+            yield Hit(tg, f"sticky inference target group {name(tg)} uses round_robin{set_in(tg)}", when(tg))
 
 
 def _inference_fleets(model: Model) -> list[Resource]:
-    """Fleets to watch: serving Auto Scaling groups, else serving target groups without one."""
+    """Fleets to watch: serving Auto Scaling groups and Kubernetes workloads, else serving
+    target groups without one."""
     out: list[Resource] = [f for f in model.fleets if f.inference]
+    out += [w for w in model.workloads if w.inference and not one_replica_at_most(model, w)]
     covered = {tg_id for f in out for tg_id in f.target_group_ids}
+    covered |= {tg_id for w in model.workloads if w.inference for tg_id in w.target_group_ids}
     out += [tg for tg in model.target_groups if tg.inference and tg.id not in covered]
     return out
 
@@ -178,6 +231,8 @@ def _inference_fleets(model: Model) -> list[Resource]:
     rationale="Sticky routing can concentrate sessions on one replica; without an alarm on queue depth "
     "(vllm:num_requests_waiting) or per-target load, it shows only when GPU memory runs out.",
     remediation="Add a CloudWatch alarm on vLLM's num_requests_waiting or on RequestCountPerTarget imbalance.",
+    kubernetes_remediation="Add a PrometheusRule alerting on vllm:num_requests_waiting per pod (or on request "
+    "imbalance across pods), or a CloudWatch alarm on the target group's RequestCountPerTarget.",
     docs=DOCS_CW_ALARMS,
 )
 def fleet005(model: Model) -> Iterator[Result]:
@@ -188,6 +243,11 @@ def fleet005(model: Model) -> Iterator[Result]:
             continue
         if not model.alarms_known:
             yield Unknown(resource, "CloudWatch alarms")
+        elif is_kube(resource):
+            yield Hit(
+                resource,
+                f"no alert (PrometheusRule among the inputs) watches queue depth or load imbalance of {name(resource)}",
+            )
         else:
             yield Hit(
                 resource,
@@ -206,6 +266,8 @@ def fleet005(model: Model) -> Iterator[Result]:
     rationale="On scale-in the target drains for deregistration_delay.timeout_seconds; generations still "
     "running after that are cut. A value the API rejects is reported here too.",
     remediation="Set deregistration_delay.timeout_seconds to at least 60 (longer than your longest generation).",
+    kubernetes_remediation="deregistration_delay.timeout_seconds=120 (longer than your longest generation) in the "
+    "target-group-attributes annotation, with a preStop hook and terminationGracePeriodSeconds to match (K8S004).",
     docs=DOCS_ALB_TG,
 )
 def fleet006(model: Model) -> Iterator[Result]:
@@ -217,11 +279,12 @@ def fleet006(model: Model) -> Iterator[Result]:
         if unresolved(delay):
             yield Unknown(tg, "deregistration_delay.timeout_seconds")
         elif invalid(delay):
-            yield Hit(tg, rejected("deregistration_delay.timeout_seconds", delay))
+            yield Hit(tg, rejected("deregistration_delay.timeout_seconds", delay) + set_in(tg))
         elif delay < 60:
             yield Hit(
                 tg,
-                f"sticky inference target group {tg.id} has deregistration_delay.timeout_seconds={delay} (< 60)",
+                f"sticky inference target group {name(tg)} has deregistration_delay.timeout_seconds={delay} (< 60)"
+                + set_in(tg),
                 when(tg),
             )
 
@@ -267,12 +330,41 @@ def fleet007(model: Model) -> Iterator[Result]:
     "service; with a grace period under 300 s instances are replaced while the model still loads. "
     "Judged only on Auto Scaling groups that serve inference through a load balancer.",
     remediation="Set HealthCheckType to ELB and HealthCheckGracePeriod to at least 300 s (longer for large models).",
+    kubernetes_remediation="Give the serving container a readinessProbe on vLLM's /health, and a startupProbe "
+    "(periodSeconds × failureThreshold longer than the model takes to load) so that the livenessProbe cannot restart "
+    "it while the model loads.",
     docs=DOCS_HEALTH,
 )
 def fleet008(model: Model) -> Iterator[Result]:
     for fleet in model.fleets:
         if fleet.inference:
             yield from _health(fleet)
+    for workload in model.workloads:
+        if workload.inference:
+            yield from _probes(workload)
+
+
+#: The shortest time a model may take to load before a probe may kill its container (the
+#: Auto Scaling grace period the rule asks for).
+MODEL_LOAD_SECONDS = 300
+
+
+def _probes(workload: Workload) -> Iterator[Result]:
+    """Kubernetes: the serving container's readiness and liveness probes, in one finding."""
+    problems: list[str] = []
+    if not workload.readiness:
+        problems.append(
+            "has no readinessProbe on its serving container: its pods get requests before the model is loaded "
+            "and keep them when the engine stops answering"
+        )
+    deadline = workload.liveness_deadline
+    if isinstance(deadline, int) and deadline < MODEL_LOAD_SECONDS:
+        problems.append(
+            f"restarts its serving container when the livenessProbe fails {deadline} s after start, with no "
+            f"startupProbe (< {MODEL_LOAD_SECONDS} s: a model still loading is killed, again and again)"
+        )
+    if problems:
+        yield Hit(workload, f"inference {name(workload)} " + "; and ".join(problems))
 
 
 def _health(fleet: Fleet) -> Iterator[Result]:
