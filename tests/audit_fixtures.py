@@ -539,12 +539,17 @@ def capacity_strategy_hook(session: Any) -> None:
     session.events.register("after-call.ecs.DescribeServices", add)
 
 
+#: User data of the GPU instances of :func:`seed_serving`: it starts vLLM (LLM serving evidence).
+GPU_USER_DATA = "#!/bin/bash\ndocker run --gpus all -p 8000:8000 vllm/vllm-openai:latest --model m\n"
+
+
 def seed_serving(region: str = "us-east-1", endpoint_url: str | None = None) -> dict[str, str]:
     """Serving compute behind non-sticky target groups of one ALB, none of them tagged:
-    ``tg_gpu`` (two g5.xlarge instances registered by id: FLEET001), ``tg_cpu`` (two t3.micro
-    instances with harmless user data: nothing), ``tg_ecs`` (a vLLM ECS service reserving a GPU,
-    two tasks: FLEET001) and ``tg_cp`` (a plain-image service whose capacity provider's Auto
-    Scaling group runs g5.xlarge, two tasks: FLEET001 — needs :func:`capacity_strategy_hook`)."""
+    ``tg_gpu`` (two g5.xlarge instances registered by id, their user data starts vLLM: FLEET001),
+    ``tg_cpu`` (two t3.micro instances with harmless user data: nothing), ``tg_ecs`` (a vLLM ECS
+    service reserving a GPU, two tasks: FLEET001) and ``tg_cp`` (a plain-image service whose
+    capacity provider's Auto Scaling group runs g5.xlarge, two tasks: accelerated with no LLM
+    server, listed as of unknown role — needs :func:`capacity_strategy_hook`)."""
     c = Clients(region, endpoint_url)
     kw: dict[str, Any] = {"region_name": region}
     if endpoint_url:
@@ -555,7 +560,7 @@ def seed_serving(region: str = "us-east-1", endpoint_url: str | None = None) -> 
     for port, key in enumerate(("tg_gpu", "tg_cpu", "tg_ecs", "tg_cp"), start=80):
         out[key] = c.tg(f"serving-{key[3:]}", vpc)
         c.listener(out["alb"], [out[key]], port=port)
-    ids = _instances(c, subnets[0], "g5.xlarge")
+    ids = _instances(c, subnets[0], "g5.xlarge", user_data=GPU_USER_DATA)
     c.elb.register_targets(TargetGroupArn=out["tg_gpu"], Targets=[{"Id": i} for i in ids])
     ids = _instances(c, subnets[0], "t3.micro", user_data="#!/bin/bash\necho hello\n")
     c.elb.register_targets(TargetGroupArn=out["tg_cpu"], Targets=[{"Id": i} for i in ids])

@@ -52,11 +52,27 @@ def serving(monkeypatch):
     return run
 
 
+#: the GPU capacity provider's service runs a plain image: accelerated, no LLM server
+CP_ROLE_UNKNOWN = (
+    "serving role unknown: tag it llm-affinity:role=inference or =other (capacity provider Auto "
+    "Scaling group {asg}: accelerator instance type g5.xlarge; no LLM server seen)"
+)
+
+
 def _named(ids: dict, report) -> tuple[list, list]:
     name = {arn: key for key, arn in ids.items()}
     findings = sorted((f.rule.id, name.get(f.resource.id, f.resource.id)) for f in report.findings)
-    unknown = sorted((u.rule.id, name.get(u.resource.id, u.resource.id), u.value) for u in report.unknown)
+    unknown = sorted(
+        (u.rule.id, name.get(u.resource.id, u.resource.id), _names_in(u.value, name)) for u in report.unknown
+    )
     return findings, unknown
+
+
+def _names_in(text: str, name: dict) -> str:
+    """``text`` with the ARNs (or logical ids) it mentions replaced by their seed_serving keys."""
+    for arn in sorted(name, key=len, reverse=True):
+        text = text.replace(arn, name[arn])
+    return text
 
 
 def test_gpu_instances_and_ecs_services_are_judged_in_audit(serving):
@@ -64,28 +80,23 @@ def test_gpu_instances_and_ecs_services_are_judged_in_audit(serving):
     assert result.errors == [] and set(result.coverage["services"].values()) == {"ok"}
     (model,) = result.models
     findings, unknown = _named(ids, evaluate(result.models))
-    assert [f for f in findings if f[0] == "FLEET001"] == [
-        ("FLEET001", "tg_cp"),
-        ("FLEET001", "tg_ecs"),
-        ("FLEET001", "tg_gpu"),
-    ]
-    assert not [f for f in findings if f[1] in ("tg_cpu", "asg", "lt")]  # CPU targets, unattached capacity
-    assert unknown == []
+    assert [f for f in findings if f[0] == "FLEET001"] == [("FLEET001", "tg_ecs"), ("FLEET001", "tg_gpu")]
+    assert not [f for f in findings if f[1] in ("tg_cpu", "tg_cp", "asg", "lt")]  # CPU targets, unknown role
+    assert unknown == [("FLEET001", "ecs_cp", CP_ROLE_UNKNOWN.format(asg="asg"))]
     by_id = {tg.id: tg for tg in model.target_groups}
-    assert by_id[ids["tg_gpu"]].serving.reason.endswith("accelerator instance type g5.xlarge")
+    assert by_id[ids["tg_gpu"]].serving.reason.endswith("user data starts vLLM")
     assert by_id[ids["tg_gpu"]].target_count == 2
-    assert (
-        "task definition" in by_id[ids["tg_ecs"]].serving.reason
-        and "reserves GPUs" in by_id[ids["tg_ecs"]].serving.reason
-    )
+    assert "task definition" in by_id[ids["tg_ecs"]].serving.reason
+    assert by_id[ids["tg_ecs"]].serving.reason.endswith("runs vLLM")  # the image names the server
     assert "capacity provider Auto Scaling group" in by_id[ids["tg_cp"]].serving.reason
+    assert by_id[ids["tg_cp"]].serving.level == "accelerator-only" and not by_id[ids["tg_cp"]].inference
     assert by_id[ids["tg_cpu"]].serving is None
     cpu_hosts = [
         e for e in model.engines if e.type == "AWS::EC2::Instance" and e.launch.instance_types[0].value == "t3.micro"
     ]
     assert [h.user_data for h in cpu_hosts] == ["#!/bin/bash\necho hello\n"] * 2  # read: it decides serving
     gpu_hosts = [e for e in model.engines if e.type == "AWS::EC2::Instance" and e not in cpu_hosts]
-    assert len(gpu_hosts) == 2 and all(isinstance(h.user_data, Unresolved) for h in gpu_hosts)
+    assert [h.user_data for h in gpu_hosts] == [F.GPU_USER_DATA] * 2  # read: it decides llm or accelerator-only
     services = {s.id: s for s in model.services}
     assert services[ids["ecs"]].gpu is True and services[ids["ecs"]].desired == 2
     assert services[ids["ecs_cp"]].capacity_fleet_ids == [ids["asg"]]
@@ -97,14 +108,14 @@ def test_new_calls_are_minimal(serving):
     _, result = serving()
     ops = result.coverage["operations"]
     # target health of the two groups no ASG or ECS service feeds; one DescribeInstances for 4
-    # instances; user data of the two CPU instances only; one task definition per distinct
+    # instances; user data of the four instances; one task definition per distinct
     # definition of a service behind a target group (vllm, plain); one capacity provider batch
     assert {
         k: v for k, v in ops.items() if k.startswith(("ecs:", "ec2:DescribeInst")) or k.endswith("TargetHealth")
     } == {
         "elasticloadbalancing:DescribeTargetHealth": 2,
         "ec2:DescribeInstances": 1,
-        "ec2:DescribeInstanceAttribute": 2,
+        "ec2:DescribeInstanceAttribute": 4,
         "ecs:ListClusters": 1,
         "ecs:ListServices": 1,
         "ecs:DescribeServices": 1,
@@ -198,8 +209,8 @@ SERVING_TEMPLATE = {
         "L81": _listener("TgCpu", 81),
         "L82": _listener("TgEcs", 82),
         "L83": _listener("TgCp", 83),
-        "GpuA": _instance("g5.xlarge"),
-        "GpuB": _instance("g5.xlarge"),
+        "GpuA": _instance("g5.xlarge", F.GPU_USER_DATA),
+        "GpuB": _instance("g5.xlarge", F.GPU_USER_DATA),
         "CpuA": _instance("t3.micro", "#!/bin/bash\necho hello\n"),
         "CpuB": _instance("t3.micro", "#!/bin/bash\necho hello\n"),
         "Cluster": {"Type": "AWS::ECS::Cluster", "Properties": {}},
@@ -276,10 +287,14 @@ def test_lint_and_audit_give_the_same_findings(serving, tmp_path):
     linted = sorted((f.rule.id, LOGICAL.get(f.resource.id, f.resource.id)) for f in lint.findings)
     audited, audit_unknown = _named(ids, evaluate(result.models))
     assert linted == audited
-    assert ("FLEET001", "tg_gpu") in linted and ("FLEET001", "tg_ecs") in linted and ("FLEET001", "tg_cp") in linted
+    assert ("FLEET001", "tg_gpu") in linted and ("FLEET001", "tg_ecs") in linted and ("FLEET001", "tg_cp") not in linted
     assert (
-        sorted((u.rule.id, LOGICAL.get(u.resource.id, u.resource.id), u.value) for u in lint.unknown) == audit_unknown
+        sorted(
+            (u.rule.id, LOGICAL.get(u.resource.id, u.resource.id), _names_in(u.value, LOGICAL)) for u in lint.unknown
+        )
+        == audit_unknown
     )
+    assert audit_unknown == [("FLEET001", "ecs_cp", CP_ROLE_UNKNOWN.format(asg="asg"))]
 
 
 def test_denied_target_health_is_an_unknown(serving):

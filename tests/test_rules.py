@@ -265,7 +265,7 @@ def _live_fleet_model(alarm_region: str):
             health_check_grace_period=600,
             target_group_ids=["arn:tg"],
             lifecycle_transitions=["autoscaling:EC2_INSTANCE_TERMINATING"],
-            launch=LaunchSpec(instance_types=[Candidate("g5.xlarge")]),
+            launch=LaunchSpec(instance_types=[Candidate("g5.xlarge")], user_data="vllm serve Qwen/Qwen2.5-7B"),
         )
     )
     model.alarms.append(

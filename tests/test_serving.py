@@ -82,13 +82,29 @@ def test_instance_type_with_57_allowed_values_is_resolved_and_the_branch_named(w
         """),
     )
     findings, unknown, report = _outcome(path)
+    # accelerated in three branches, no LLM server seen: one unknown naming them, no finding
+    assert findings == {}
+    assert unknown == [
+        (
+            "FLEET001",
+            "Asg",
+            "serving role unknown: tag it llm-affinity:role=inference or =other (accelerator instance "
+            "type p3.2xlarge when parameter InstanceType = 'p3.2xlarge' or parameter InstanceType = "
+            "'g4dn.xlarge' or parameter InstanceType = 'g5.2xlarge'; no LLM server seen)",
+        )
+    ]
+    tagged = path.replace("t.yaml", "tagged.yaml")
+    with open(path, encoding="utf-8") as src, open(tagged, "w", encoding="utf-8") as dst:
+        dst.write(
+            src.read().replace(
+                "    Properties: {Protocol: HTTP, Port: 8000, VpcId: vpc-1}",
+                "    Properties:\n        Protocol: HTTP\n        Port: 8000\n        VpcId: vpc-1\n"
+                "        Tags: [{Key: llm-affinity:role, Value: inference}]",
+            )
+        )
+    findings, unknown, report = _outcome(tagged)
     assert findings == {("FLEET001", "Tg"): 1, ("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1}
     assert unknown == []
-    fleet001 = next(f for f in report.findings if f.rule.id == "FLEET001")
-    assert fleet001.message.endswith(
-        "(when parameter InstanceType = 'p3.2xlarge' or parameter InstanceType = "
-        "'g4dn.xlarge' or parameter InstanceType = 'g5.2xlarge')"
-    )
 
 
 def test_instance_type_that_cannot_resolve_is_listed(write):
@@ -142,13 +158,32 @@ GPU_INSTANCES = textwrap.dedent("""\
     """)
 
 
-def test_gpu_instances_in_targets_make_an_inference_target_group(write):
+def test_gpu_instances_in_targets_are_a_fleet_of_unknown_role(write):
     findings, unknown, report = _outcome(write("t.yaml", GPU_INSTANCES))
-    assert findings == {("FLEET001", "Tg"): 1, ("FLEET005", "Tg"): 1}
-    assert unknown == []
+    assert findings == {}
+    assert unknown == [
+        (
+            "FLEET001",
+            "Tg",
+            "serving role unknown: tag it llm-affinity:role=inference or =other (target EC2 instance "
+            "Gpu1: accelerator instance type g5.xlarge; no LLM server seen)",
+        )
+    ]
     (model,) = load_paths([write("t2.yaml", GPU_INSTANCES)]).models
     tg = next(t for t in model.target_groups if t.id == "Tg")
     assert tg.serving.reason == "target EC2 instance Gpu1: accelerator instance type g5.xlarge"
+    assert tg.serving.level == "accelerator-only" and not tg.inference
+
+
+def test_an_llm_server_on_gpu_instances_makes_an_inference_target_group(write):
+    text = GPU_INSTANCES.replace(
+        "Properties: {InstanceType: g5.xlarge, ImageId: ami-1}",
+        'Properties: {InstanceType: g5.xlarge, ImageId: ami-1, UserData: !Base64 "ollama serve"}',
+    )
+    findings, unknown, report = _outcome(write("t.yaml", text))
+    assert findings == {("FLEET001", "Tg"): 1, ("FLEET005", "Tg"): 1}
+    assert unknown == []
+    assert "target EC2 instance Gpu1: user data starts Ollama" in report.findings[0].message
 
 
 ECS = textwrap.dedent("""\
@@ -265,3 +300,102 @@ def test_gzip_user_data_is_read_in_templates_as_in_accounts(write):
     )
     report = lint_paths([path])
     assert [(f.rule.id, f.resource.id) for f in report.findings] == [("FLEET003", "I")]
+
+
+ROLE_OTHER = textwrap.dedent("""\
+    Resources:
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties: {Protocol: HTTP, Port: 8188, VpcId: vpc-1}
+      Lt:
+        Type: AWS::EC2::LaunchTemplate
+        Properties:
+          LaunchTemplateData: {InstanceType: g5.2xlarge, UserData: !Base64 "python main.py --listen 0.0.0.0"}
+      Asg:
+        Type: AWS::AutoScaling::AutoScalingGroup
+        Properties:
+          MinSize: 1
+          MaxSize: 4
+          TargetGroupARNs: [!Ref Tg]
+          LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: "1"}
+          Tags: [TAGS]
+    """)
+
+
+def test_role_other_silences_the_fleet_and_records_why(write):
+    reason = "{Key: llm-affinity:role-reason, Value: 'ComfyUI image generation, not an LLM', PropagateAtLaunch: false}"
+    text = ROLE_OTHER.replace(
+        "[TAGS]", f"[{{Key: llm-affinity:role, Value: other, PropagateAtLaunch: false}}, {reason}]"
+    )
+    findings, unknown, report = _outcome(write("other.yaml", text))
+    assert findings == {} and unknown == []
+    assert [(f.rule.id, f.resource.id, f.reason) for f in report.suppressed] == [
+        ("FLEET001", "Asg", "ComfyUI image generation, not an LLM")
+    ]
+    assert report.suppressed[0].message == (
+        "Asg is not judged as LLM inference: tagged llm-affinity:role=other (accelerator instance type g5.2xlarge)"
+    )
+
+
+def test_role_other_without_a_reason_is_sup001(write):
+    text = ROLE_OTHER.replace("[TAGS]", "[{Key: llm-affinity:role, Value: Other, PropagateAtLaunch: false}]")
+    findings, unknown, report = _outcome(write("other.yaml", text))
+    assert findings == {("SUP001", "Asg"): 1} and unknown == []
+    assert report.findings[0].message == "llm-affinity:role=other on Asg has no reason (tag llm-affinity:role-reason)"
+    assert [(f.rule.id, f.resource.id, f.reason) for f in report.suppressed] == [("FLEET001", "Asg", "")]
+
+
+def test_untagged_gpu_fleet_is_one_unknown_and_no_finding(write):
+    findings, unknown, report = _outcome(write("gpu.yaml", ROLE_OTHER.replace("          Tags: [TAGS]\n", "")))
+    assert findings == {}
+    assert unknown == [
+        (
+            "FLEET001",
+            "Asg",
+            "serving role unknown: tag it llm-affinity:role=inference or =other (accelerator instance "
+            "type g5.2xlarge; no LLM server seen)",
+        )
+    ]
+
+
+def test_role_other_on_the_target_group_silences_an_llm_fleet_behind_it(write):
+    text = (
+        ROLE_OTHER.replace("          Tags: [TAGS]\n", "")
+        .replace('"python main.py --listen 0.0.0.0"', '"vllm serve Qwen/Qwen2.5-7B"')
+        .replace(
+            "Properties: {Protocol: HTTP, Port: 8188, VpcId: vpc-1}",
+            "Properties: {Protocol: HTTP, Port: 8188, VpcId: vpc-1, Tags: [{Key: llm-affinity:role, Value: other},"
+            " {Key: llm-affinity:role-reason, Value: batch scoring only}]}",
+        )
+    )
+    findings, unknown, report = _outcome(write("other-tg.yaml", text))
+    assert findings == {} and unknown == []
+    assert [(f.rule.id, f.resource.id, f.reason) for f in report.suppressed] == [
+        ("FLEET001", "Tg", "batch scoring only")
+    ]
+    assert "(targets of Auto Scaling group Asg: user data starts vLLM)" in report.suppressed[0].message
+
+
+def test_gpu_ecs_task_without_an_llm_server_is_of_unknown_role(write):
+    indent = " " * (ECS.index("Image:") - ECS.rindex("\n", 0, ECS.index("Image:")) - 1)
+    text = ECS.replace(
+        "Image: vllm/vllm-openai:v0.6.3",
+        f"Image: my/comfyui:1\n{indent}ResourceRequirements: [{{Type: GPU, Value: '1'}}]",
+    )
+    findings, unknown, _ = _outcome(write("ecs-gpu.yaml", text))
+    assert findings == {}
+    assert unknown == [
+        (
+            "FLEET001",
+            "Service",
+            "serving role unknown: tag it llm-affinity:role=inference or =other (task definition Task "
+            "reserves GPUs; no LLM server seen)",
+        )
+    ]
+    with_env = ECS.replace(
+        "Image: vllm/vllm-openai:v0.6.3",
+        f"Image: my/llm:1\n{indent}Environment: [{{Name: OLLAMA_HOST, Value: '0.0.0.0:11434'}}]",
+    )
+    findings, unknown, report = _outcome(write("ecs-env.yaml", with_env))
+    assert findings == {("FLEET001", "Tg"): 1, ("FLEET005", "Tg"): 1} and unknown == []
+    assert "task definition Task runs Ollama" in report.findings[0].message

@@ -28,7 +28,14 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..common.definitions import IGNORE_TAG, ROLE_INFERENCE, ROLE_TAG, ROUTER_TAG  # noqa: F401  (re-exported)
+from ..common.definitions import (  # noqa: F401  (re-exported)
+    IGNORE_TAG,
+    LEVEL_ACCELERATOR_ONLY,
+    LEVEL_LLM,
+    ROLE_INFERENCE,
+    ROLE_TAG,
+    ROUTER_TAG,
+)
 
 
 class _Unknown:
@@ -127,6 +134,9 @@ class Location:
 class Suppression:
     rule_id: str
     reason: str | None
+    #: ``ignore``: written as a suppression; ``role``: the resource is tagged
+    #: ``llm-affinity:role=other`` (what that silenced is recorded under FLEET001).
+    via: str = "ignore"
 
 
 @dataclass(frozen=True)
@@ -186,10 +196,18 @@ class Resource:
 
 @dataclass(frozen=True)
 class Serving:
-    """Why a target group or compute serves inference, and in which branch (``None``: always)."""
+    """Why a target group or compute serves, in which branch (``None``: always), and the level
+    of the evidence (:data:`LEVEL_LLM`: the role tag or an LLM server named;
+    :data:`LEVEL_ACCELERATOR_ONLY`: accelerated compute with no sign of an LLM server). Only
+    ``llm`` serving is judged by inference rules."""
 
     reason: str
     when: str | None = None
+    level: str = LEVEL_LLM
+
+    @property
+    def llm(self) -> bool:
+        return self.level == LEVEL_LLM
 
 
 @dataclass(frozen=True)
@@ -266,7 +284,8 @@ class TargetGroup(Resource):
 
     @property
     def inference(self) -> bool:
-        return self.serving is not None
+        """Serves LLM inference (the level inference rules judge)."""
+        return self.serving is not None and self.serving.llm
 
     @property
     def family(self) -> Any:
@@ -330,7 +349,8 @@ class Fleet(Resource):
 
     @property
     def inference(self) -> bool:
-        return self.serving is not None
+        """Serves LLM inference (the level inference rules judge)."""
+        return self.serving is not None and self.serving.llm
 
     @property
     def attached(self) -> bool:
@@ -361,6 +381,10 @@ class Service(Resource):
     desired: Any = None
     max_count: Any = None  # Application Auto Scaling MaxCapacity, when found
     serving: Serving | None = None
+
+    @property
+    def inference(self) -> bool:
+        return self.serving is not None and self.serving.llm
 
 
 @dataclass
@@ -396,7 +420,8 @@ class Workload(Resource):
 
     @property
     def inference(self) -> bool:
-        return self.serving is not None
+        """Serves LLM inference (the level inference rules judge)."""
+        return self.serving is not None and self.serving.llm
 
     @property
     def max_replicas(self) -> Any:
@@ -478,8 +503,12 @@ class Model:
     unreadable: set[str] = field(default_factory=set)
     resources_checked: int = 0
     #: Compute whose serving status could not be decided, with the value that was missing
-    #: (e.g. an Auto Scaling group whose InstanceType did not resolve); FLEET001 lists them.
+    #: (e.g. an Auto Scaling group whose InstanceType did not resolve, or an accelerated fleet
+    #: with no sign of an LLM server: "serving role unknown"); FLEET001 lists them.
     serving_unknowns: list[tuple[Resource, str]] = field(default_factory=list)
+    #: Compute with serving evidence that ``llm-affinity:role=other`` silenced, with the
+    #: evidence; FLEET001 records each under ``suppressed`` with the reason.
+    silenced: list[tuple[Resource, Serving]] = field(default_factory=list)
     #: Thresholds the run was asked for (see rules.base.Settings); set by the engine.
     settings: Any = None
     _lookup: "_Index | None" = field(default=None, repr=False, compare=False)

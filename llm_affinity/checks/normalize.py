@@ -20,7 +20,7 @@ import gzip
 import re
 from typing import Any, Callable
 
-from ..common.definitions import ACCELERATOR_TYPES, IGNORE_REASON_TAG, IGNORE_TAG
+from ..common.definitions import ACCELERATOR_TYPES, IGNORE_REASON_TAG, IGNORE_TAG, environment_text
 from .model import (
     ABSENT,
     UNKNOWN,
@@ -361,8 +361,9 @@ def decode_base64_user_data(text: str) -> str:
 
 def task_definition(containers: Any) -> tuple[Any, list[str]]:
     """``ContainerDefinitions`` of an ``AWS::ECS::TaskDefinition`` → (GPUs reserved: True,
-    False or Unresolved; images, commands and entry points as text). The live source reshapes
-    ``DescribeTaskDefinition``'s ``containerDefinitions`` into this shape first."""
+    False or Unresolved; images, commands, entry points and environments as text, an
+    environment as ``NAME=value`` lines). The live source reshapes ``DescribeTaskDefinition``'s
+    ``containerDefinitions`` into this shape first."""
     if not isinstance(containers, list):
         return Unresolved("ContainerDefinitions not resolvable"), []
     gpu: Any = False
@@ -377,6 +378,9 @@ def task_definition(containers: Any) -> tuple[Any, list[str]]:
             text = command_text(c.get(key))
             if text:
                 commands.append(text)
+        env = environment_text(c.get("Environment"))
+        if env:
+            commands.append(env)
     return gpu, commands
 
 

@@ -212,7 +212,8 @@ class VllmFleet(Construct):
             Annotations.of(self).add_warning_v2(
                 "llm-affinity:UnrecognisedInferenceImage",
                 f"VllmFleet: vllm_image={vllm_image!r} is not recognised as an inference server by the "
-                "linter (vllm/vllm-openai, SGLang, TGI); the fleet is still tagged llm-affinity:role=inference",
+                "linter (llm_affinity.common.definitions.LLM_SERVERS: vLLM, SGLang, TGI, ...); the fleet is "
+                "still tagged llm-affinity:role=inference",
             )
 
         self.log_group = logs.LogGroup(

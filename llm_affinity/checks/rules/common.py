@@ -35,8 +35,9 @@ def rejected(key: str, value: Invalid) -> str:
 
 
 def inference_target_groups(model: Model) -> Iterator[TargetGroup]:
+    """Target groups that serve LLM inference (``llm`` evidence; never ``accelerator-only``)."""
     for tg in model.target_groups:
-        if tg.serving is not None:
+        if tg.inference:
             yield tg
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from ...common.definitions import ROUTER_TAG
+from ...common.definitions import K8S_PREFIX, ROLE_OTHER, ROLE_TAG, ROUTER_TAG
 from ..model import Fleet, Model, Resource, TargetGroup, Workload
 from .base import Hit, Result, Unknown, rule
 from .common import (
@@ -69,9 +69,13 @@ def _capacity(model: Model, tg: TargetGroup) -> Any:
     inference_only=True,
     rationale="Round robin / least-outstanding-requests scatter a session's turns across instances; every "
     "turn recomputes the accumulated prefix on an instance whose cache does not hold it. A target "
-    "group serves inference when it is tagged llm-affinity:role=inference or its targets (Auto "
-    "Scaling groups, EC2 instances, ECS services) are accelerated or start vLLM, SGLang or TGI; "
-    "compute whose instance type could not be resolved is listed as unknown here.",
+    "group serves LLM inference when it is tagged llm-affinity:role=inference or its targets (Auto "
+    "Scaling groups, EC2 instances, ECS services) name an LLM server (vLLM, SGLang, TGI, Ollama, "
+    "NVIDIA NIM, llama.cpp, ...) in their image, command, environment or user data. Listed as "
+    "unknown here: compute whose instance type could not be resolved, and accelerated compute "
+    "with no sign of an LLM server (serving role unknown). Compute tagged "
+    "llm-affinity:role=other is not judged; it is listed under suppressed with the reason from "
+    "the tag llm-affinity:role-reason.",
     remediation="Enable stickiness (lb_cookie or app_cookie on an ALB, source_ip on an NLB) on the inference target group.",
     kubernetes_remediation="Ingress: alb.ingress.kubernetes.io/target-group-attributes: stickiness.enabled=true,"
     "stickiness.lb_cookie.duration_seconds=86400 with alb.ingress.kubernetes.io/target-type: ip (on the Service "
@@ -83,6 +87,13 @@ def fleet001(model: Model) -> Iterator[Result]:
     for resource, value in model.serving_unknowns:
         yield Unknown(resource, value)
     yield from _undecided_fronts(model)
+    for resource, verdict in model.silenced:  # recorded as suppressed (serving.SILENCING_RULE)
+        branch = f" when {verdict.when}" if verdict.when else ""
+        tag = f"annotated {K8S_PREFIX}role: {ROLE_OTHER}" if is_kube(resource) else f"tagged {ROLE_TAG}={ROLE_OTHER}"
+        yield Hit(
+            resource,
+            f"{name(resource)} is not judged as LLM inference: {tag} ({verdict.reason}{branch})",
+        )
     for tg in inference_target_groups(model):
         sticky = tg.settings.sticky
         if unresolved(sticky):
@@ -116,7 +127,10 @@ def _undecided_fronts(model: Model) -> Iterator[Result]:
     inputs), listed when an LLM server that may hold several pods is behind them."""
     for resource, value, workload_ids in model.unknown_fronts:
         for workload_id in workload_ids:
-            if any(w.evidence and not one_replica_at_most(model, w) for w in model.workloads_by_id(workload_id)):
+            if any(
+                w.evidence and w.evidence.llm and not one_replica_at_most(model, w)
+                for w in model.workloads_by_id(workload_id)
+            ):
                 yield Unknown(resource, value)
                 break
 

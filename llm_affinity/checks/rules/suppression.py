@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ...common.definitions import ROLE_OTHER, ROLE_REASON_TAG, ROLE_TAG
 from ..model import Model
 from .base import Hit, Result, rule
 
@@ -17,7 +18,8 @@ from .base import Hit, Result, rule
     rationale="A suppression hides a failure mode; without a reason the next reader cannot tell a "
     "deliberate exception from a forgotten one.",
     remediation='Add a reason: Metadata llm-affinity.ignore [{id: RULE, reason: "..."}], or the tag '
-    "llm-affinity:ignore-reason on live resources.",
+    "llm-affinity:ignore-reason on live resources; for llm-affinity:role=other, the tag "
+    "llm-affinity:role-reason.",
     docs="https://github.com/cdklabs/cdk-nag#suppressing-a-rule",
 )
 def sup001(model: Model) -> Iterator[Result]:
@@ -28,5 +30,12 @@ def sup001(model: Model) -> Iterator[Result]:
             continue
         seen.add(key)
         for sup in resource.suppressions:
-            if not sup.reason:
+            if sup.reason:
+                continue
+            if sup.via == "role":
+                yield Hit(
+                    resource,
+                    f"{ROLE_TAG}={ROLE_OTHER} on {resource.id} has no reason (tag {ROLE_REASON_TAG})",
+                )
+            else:
                 yield Hit(resource, f"suppression of {sup.rule_id} on {resource.id} has no reason")

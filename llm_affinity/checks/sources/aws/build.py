@@ -403,7 +403,12 @@ def containers_to_cfn(containers: Iterable[dict] | None) -> list[dict]:
                 {"Type": r.get("type"), "Value": r.get("value")} for r in c.get("resourceRequirements") or ()
             ]
         }
-        for api_key, key in (("image", "Image"), ("command", "Command"), ("entryPoint", "EntryPoint")):
+        for api_key, key in (
+            ("image", "Image"),
+            ("command", "Command"),
+            ("entryPoint", "EntryPoint"),
+            ("environment", "Environment"),
+        ):
             if c.get(api_key) is not None:
                 cfn[key] = c[api_key]
         out.append(cfn)

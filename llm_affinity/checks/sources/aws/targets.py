@@ -2,8 +2,9 @@
 
 Runs after the other readers, because which groups need it depends on what they found (a group
 an Auto Scaling group or an ECS service feeds needs nothing: they say what runs there; see
-``run._target_reads``). An instance registered by id may be a GPU instance or start vLLM, so its
-type and, when it is not accelerated, its user data are read, within :data:`config.USER_DATA_LIMIT`.
+``run._target_reads``). An instance registered by id may start an LLM server (vLLM, Ollama, NIM...)
+on a GPU or not, so its type and its user data are read (an accelerated instance with no LLM server
+in its user data is a fleet of unknown role, as in a template), within :data:`config.USER_DATA_LIMIT`.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ def read(
 ) -> Part:
     """Registered targets (``DescribeTargetHealth``, one call per target group): the count
     of ``count_only`` groups, and for ``instance_tgs`` the instances themselves
-    (``DescribeInstances``, 200 ids per filter, paginated; the user data of those that are
-    not accelerated, at most :data:`config.USER_DATA_LIMIT`). Returns their EngineHost objects
-    (the part's ``engines``)."""
+    (``DescribeInstances``, 200 ids per filter, paginated; their user data, at most
+    :data:`config.USER_DATA_LIMIT` instances). Returns their EngineHost objects (the part's
+    ``engines``)."""
     part = Part()
     c = session.client("elbv2", region)
     wanted = {id(tg) for tg in instance_tgs}
@@ -53,7 +54,6 @@ def read(
         return part
     e = session.client("ec2", region)
     found: dict[str, dict] = {}
-    unread = False
     for batch, result, exc in session.fan_out(
         lambda ids: session.pages(
             e, "describe_instances", "Reservations", Filters=[{"Name": "instance-id", "Values": ids}]
@@ -62,7 +62,6 @@ def read(
     ):
         if exc is not None:
             cov_ec2.fail(exc, fatal=not cov_ec2.was_read, what="registered instances unread")
-            unread = True
             for i in batch:
                 found[i] = {"InstanceId": i, "InstanceType": Unresolved("instance could not be described")}
             continue
@@ -70,11 +69,9 @@ def read(
         for reservation in result:
             for inst in reservation.get("Instances") or ():
                 found[inst["InstanceId"]] = inst
-    plain = [
-        i
-        for i in sorted(found)
-        if isinstance(found[i].get("InstanceType"), str) and not is_accelerated_instance_type(found[i]["InstanceType"])
-    ]
+    # accelerated instances first: their user data decides llm or accelerator-only
+    described = [i for i in sorted(found) if isinstance(found[i].get("InstanceType"), str)]
+    plain = sorted(described, key=lambda i: not is_accelerated_instance_type(found[i]["InstanceType"]))
     user_data: dict[str, Any] = {}
     for i, result, exc in session.fan_out(
         lambda i: (e.describe_instance_attribute(InstanceId=i, Attribute="userData").get("UserData") or {}).get(
@@ -94,6 +91,6 @@ def read(
         elif i in plain:
             data = Unresolved(f"user data not read: more than {config.USER_DATA_LIMIT} registered instances")
         else:
-            data = Unresolved("user data not read" if unread else "user data not read: accelerated instance")
+            data = Unresolved("user data not read")
         part.engines.append(B.build_instance_engine(inst, data, region, arn(i)))
     return part
