@@ -164,6 +164,11 @@ def alb004(model: Model) -> Iterator[Result]:
                 )
 
 
+def _group_stickiness_key(listener: Listener) -> str:
+    """The group-stickiness setting as its input writes it (an action annotation's JSON on Kubernetes)."""
+    return "targetGroupStickinessConfig.enabled" if is_kube(listener) else "TargetGroupStickinessConfig.Enabled"
+
+
 def _groups_of(model: Model, listener: Listener, forward: Forward) -> list[list[TargetGroup] | None]:
     """The target groups of a forward action (None for ones outside the model)."""
     out: list[list[TargetGroup] | None] = []
@@ -199,7 +204,7 @@ def alb005(model: Model) -> Iterator[Result]:
                     yield Unknown(listener, "stickiness.enabled of a forwarded target group")
                 continue
             if unresolved(forward.group_stickiness):
-                yield Unknown(listener, "TargetGroupStickinessConfig.Enabled")
+                yield Unknown(listener, _group_stickiness_key(listener))
             elif forward.group_stickiness is not True and is_kube(listener):
                 yield Hit(
                     listener,
@@ -264,7 +269,7 @@ def alb007(model: Model) -> Iterator[Result]:
         for forward in listener.forwards:
             enabled = forward.group_stickiness
             if unresolved(enabled):
-                yield Unknown(listener, "TargetGroupStickinessConfig.Enabled")
+                yield Unknown(listener, _group_stickiness_key(listener))
                 continue
             kube = is_kube(listener)
             field = (

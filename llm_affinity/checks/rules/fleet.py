@@ -32,6 +32,8 @@ DOCS_LIFECYCLE = "https://docs.aws.amazon.com/autoscaling/ec2/userguide/lifecycl
 DOCS_HEALTH = "https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-health-checks.html"
 
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
+#: What a Kubernetes fleet's replica ceiling is read from, when it cannot be known.
+REPLICAS = "replicas (spec.replicas, an autoscaler's maxReplicas)"
 _PREFIX_CACHING_OFF = re.compile(
     r"--no-enable-prefix-caching\b|enable_prefix_caching\s*[=:]\s*[\"']?(false|0)\b|--enable-prefix-caching[= ]+(false|0)\b",
     re.IGNORECASE,
@@ -103,7 +105,7 @@ def fleet001(model: Model) -> Iterator[Result]:
             continue
         capacity = _capacity(model, tg)
         if capacity is None and is_kube(tg):
-            yield Unknown(tg, "replicas (spec.replicas, an autoscaler's maxReplicas)")
+            yield Unknown(tg, REPLICAS)
         elif capacity is None:
             yield Unknown(tg, "number of instances (Auto Scaling group MaxSize, ECS DesiredCount or targets)")
         elif capacity and is_kube(tg):
@@ -228,7 +230,7 @@ def _inference_fleets(model: Model) -> list[Resource]:
     """Fleets to watch: serving Auto Scaling groups and Kubernetes workloads, else serving
     target groups without one."""
     out: list[Resource] = [f for f in model.fleets if f.inference]
-    out += [w for w in model.workloads if w.inference and not one_replica_at_most(model, w)]
+    out += [w for w in model.workloads if w.inference and not one_replica_at_most(model, w)]  # Kubernetes
     covered = {tg_id for f in out for tg_id in f.target_group_ids}
     covered |= {tg_id for w in model.workloads if w.inference for tg_id in w.target_group_ids}
     out += [tg for tg in model.target_groups if tg.inference and tg.id not in covered]
@@ -257,6 +259,8 @@ def fleet005(model: Model) -> Iterator[Result]:
             continue
         if not model.alarms_known:
             yield Unknown(resource, "CloudWatch alarms")
+        elif isinstance(resource, Workload) and unresolved(resource.max_replicas):
+            yield Unknown(resource, REPLICAS)  # one pod, or several: no harm to name until it is known
         elif is_kube(resource):
             yield Hit(
                 resource,

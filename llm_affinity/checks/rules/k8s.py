@@ -13,7 +13,7 @@ from ...common.definitions import PRODUCTION_STACK_ROUTER as PRODUCTION_STACK
 from ..model import Model, Router, TargetGroup, Workload
 from .base import Hit, Result, Unknown, rule
 from .common import inference_target_groups, is_kube, name, one_replica_at_most, replicas_behind, unresolved, when
-from .fleet import _PREFIX_CACHING_OFF
+from .fleet import _PREFIX_CACHING_OFF, REPLICAS
 
 DOCS_TARGET_TYPE = (
     "https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/ingress/annotations/#target-type"
@@ -56,7 +56,7 @@ def k8s001(model: Model) -> Iterator[Result]:
             continue
         pods = _pods(model, tg)
         if unresolved(pods):
-            yield Unknown(tg, "replicas (spec.replicas, an autoscaler's maxReplicas)")
+            yield Unknown(tg, REPLICAS)
             continue
         if not isinstance(pods, int) or pods <= 1:
             continue
@@ -113,14 +113,18 @@ def k8s002(model: Model) -> Iterator[Result]:
             continue
         pods = _pods(model, tg)
         if unresolved(pods):
-            yield Unknown(tg, "replicas (spec.replicas, an autoscaler's maxReplicas)")
+            yield Unknown(tg, REPLICAS)
             continue
-        through = "an ALB" if tg.settings.family == "alb" else "a load balancer that does not preserve client IPs"
+        through = (
+            "an ALB (a proxy: pods never see client addresses)"
+            if tg.settings.family == "alb"
+            else "an NLB with preserve_client_ip.enabled=false"
+        )
         yield Hit(
             tg,
-            f"{backend.service} has sessionAffinity: ClientIP but is reached through {through} with instance "
-            f"targets ({name(tg)}): kube-proxy sees the load balancer's addresses, so a few of the "
-            f"{pods} pods take every session",
+            f"{backend.service} has sessionAffinity: ClientIP but is reached through {through}, target group "
+            f"{name(tg)} with instance targets: kube-proxy keys its choice on the load balancer's few addresses, so a "
+            f"few of the {pods} pods take every session",
             when(tg),
         )
 
@@ -235,7 +239,7 @@ def k8s004(model: Model) -> Iterator[Result]:
         if not workload.inference or not is_kube(workload) or _waits(workload):
             continue
         if unresolved(workload.max_replicas):
-            yield Unknown(workload, "replicas (spec.replicas, an autoscaler's maxReplicas)")
+            yield Unknown(workload, REPLICAS)
             continue
         if one_replica_at_most(model, workload):
             continue

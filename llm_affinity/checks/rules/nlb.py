@@ -137,8 +137,11 @@ def nlb003(model: Model) -> Iterator[Result]:
                         lb, rejected("load_balancing.cross_zone.enabled", lb_setting) + set_in(lb, "load-balancer")
                     )
                 elif lb_setting is False:
-                    default = " (the NLB default; set it in " if is_kube(lb) else ""
-                    where = f"{default}{NLB_ANNOTATION}attributes)" if default else ""
+                    where = (
+                        f" (off by default on an NLB: {NLB_ANNOTATION}attributes on {lb.kube.attributes_on or 'the Service'})"
+                        if lb.kube is not None
+                        else ""
+                    )
                     yield Hit(
                         tg,
                         f"target group {name(tg)} uses source_ip stickiness and inherits cross-zone off "

@@ -238,7 +238,7 @@ class _GroupBuilder:
                 Listener(
                     id=listener_id,
                     location=location(self.first.ingress),
-                    kube=KubeOrigin(f"{self.label()} listener {protocol}:{port}", "ingress"),
+                    kube=KubeOrigin(f"{self.label()} listener {protocol}:{port}", "ingress", object=True),
                     load_balancer_id=self.lb_id,
                     protocol=protocol,
                 )
@@ -267,7 +267,7 @@ class _GroupBuilder:
                         id=rule_id,
                         location=location(ing),
                         suppressions=suppressions_of(ing),
-                        kube=KubeOrigin(label, "ingress", attributes_on=ing.label),
+                        kube=KubeOrigin(label, "ingress", attributes_on=ing.label, object=True),
                         listener_id=listener_id,
                         forwards=forwards,
                     )

@@ -136,7 +136,7 @@ def build_nlb(service: KubeObject, how: str, workloads: list[Workload], model: M
             Listener(
                 id=f"{lb_id}:{number}/listener",
                 location=location(service),
-                kube=KubeOrigin(f"Service {lb_id} port {number} listener", "service"),
+                kube=KubeOrigin(f"Service {lb_id} port {number} listener", "service", object=True),
                 load_balancer_id=lb_id,
                 protocol="TLS" if _tls_listener(notes, port) else protocol,
             )
