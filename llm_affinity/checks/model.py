@@ -405,6 +405,9 @@ class Workload(Resource):
     accelerators: list[str] = field(default_factory=list)  # extended resources requested (nvidia.com/gpu...)
     commands: list[str] = field(default_factory=list)  # per container: image, then command + args as one line
     environment: list[str] = field(default_factory=list)  # NAME=value of literal env entries
+    #: The model its server serves (``--served-model-name``, ``--model``, ``vllm serve MODEL``),
+    #: when its arguments say: a router sends a request only to engines serving its model.
+    model_name: str | None = None
     grace_period: Any = 30  # terminationGracePeriodSeconds (default 30)
     pre_stop: Any = None  # "sleep N" | "exec" | "httpGet" | None (no preStop hook)
     pre_stop_seconds: Any = None  # seconds a sleeping preStop waits, when it says

@@ -105,7 +105,7 @@ def evaluate(models: Sequence[Model], rules: Sequence[Rule] | None = None, setti
                 if result.when:
                     result = Hit(result.resource, f"{result.message} (when {result.when})")
                 loc = result.resource.location
-                hits.setdefault((loc.resource_type, loc.resource_id, result.message), []).append(result)
+                hits.setdefault((loc.resource_type, loc.resource_id, loc.file, result.message), []).append(result)
             for group in hits.values():
                 finding = Finding(rule, group[0].resource, _with_variants(model, group))
                 if finding.key() in seen:

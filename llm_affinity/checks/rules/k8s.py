@@ -168,7 +168,7 @@ def k8s003(model: Model) -> Iterator[Result]:
         engines = _caching_engines(model, router)
         if router.engine_ids and not engines and not router.engines_elsewhere:
             continue  # every engine it reaches has prefix caching off, or none serves an LLM
-        count = _engine_pods(engines, router)
+        count, group = _largest_model_group(engines, router)
         if unresolved(count):
             yield Unknown(
                 router, "engines (replicas, or --k8s-label-selector / --static-backends not among the inputs)"
@@ -176,7 +176,7 @@ def k8s003(model: Model) -> Iterator[Result]:
             continue
         if count <= 1:
             continue
-        names = ", ".join(dict.fromkeys(f"{w.kind} {w.namespace}/{w.name}" for w in engines)) or "--static-backends"
+        names = ", ".join(dict.fromkeys(f"{w.kind} {w.namespace}/{w.name}" for w in group)) or "--static-backends"
         if logic is None:
             yield Unknown(router, "--routing-logic")
         elif logic == "roundrobin":
@@ -193,17 +193,29 @@ def k8s003(model: Model) -> Iterator[Result]:
             )
 
 
-def _engine_pods(engines: list[Workload], router: Router) -> Any:
+def _largest_model_group(engines: list[Workload], router: Router) -> tuple[Any, list[Workload]]:
+    """(pods, workloads) of the largest set of engines serving one model: the router sends a
+    request only to engines serving the model it asks for, so two models on one pod each lose
+    nothing. Engines whose model is not written count alone; engines named by
+    ``--static-backends`` and not among the inputs count as one model group, one pod each."""
+    groups: dict[Any, list[Workload]] = {}
+    for engine in engines:
+        groups.setdefault(engine.model_name or ("workload", engine.id), []).append(engine)
     elsewhere = router.engines_elsewhere
     if unresolved(elsewhere) and not engines:
-        return elsewhere
-    total = elsewhere if isinstance(elsewhere, int) else 0
-    for engine in engines:
-        bound = engine.max_replicas
-        if not isinstance(bound, int) or isinstance(bound, bool):
-            return bound if unresolved(bound) else total
-        total += bound
-    return total
+        return elsewhere, []
+    best: Any = elsewhere if isinstance(elsewhere, int) else 0
+    chosen: list[Workload] = []
+    for group in groups.values():
+        total = 0
+        for engine in group:
+            bound = engine.max_replicas
+            if not isinstance(bound, int) or isinstance(bound, bool):
+                return (bound if unresolved(bound) else best), group
+            total += bound
+        if total > best:
+            best, chosen = total, group
+    return best, chosen
 
 
 def _waits(workload: Workload) -> bool:

@@ -46,6 +46,14 @@ class KubeObject:
     data: dict
     file: str
     line: int
+    #: ``@file:line`` when the same kind, namespace and name is read more than once (two overlays
+    #: in one folder): keeps each copy's model id apart, never shown in place of ``ref``.
+    alias: str = ""
+
+    @property
+    def ident(self) -> str:
+        """The id of this object in the model: ``ref``, made unique among copies."""
+        return self.ref + self.alias
 
     @property
     def group(self) -> str:

@@ -52,7 +52,7 @@ def model_from_objects(objects: Iterable[KubeObject]) -> Model:
         model.routers.append(production_stack_router(obj, container, cat, model.workloads))
     for pool in cat.of("InferencePool"):
         model.routers.append(inference_pool(pool, model.workloads))
-    by_id = {w.id: w for w in model.workloads}
+    by_id = {w.id: w for w in model.workloads}  # unique: copies of one object get distinct ids
     for router in model.routers:
         for engine in router.engine_ids:
             if router.id not in by_id[engine].router_ids:

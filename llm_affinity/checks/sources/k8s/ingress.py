@@ -106,7 +106,7 @@ def build_ingresses(cat: Catalog, workloads: list[Workload], model: Model) -> No
         if verdict != "alb":
             continue
         explicit = _param(params, "group", "name") or ing.annotations.get(ALB + "group.name")
-        name = explicit.strip() if isinstance(explicit, str) and explicit.strip() else f"{ing.ns}/{ing.name}"
+        name = explicit.strip() if isinstance(explicit, str) and explicit.strip() else f"{ing.ns}/{ing.name}{ing.alias}"
         group = groups.setdefault(name, _Group(name, bool(explicit)))
         order = N.as_int(ing.annotations.get(ALB + "group.order", "0"), "group.order")
         group.members.append(_Member(ing, params, order if isinstance(order, int) else 0))
@@ -130,7 +130,7 @@ def _undecided(ing: KubeObject, name: str | None, cat: Catalog, workloads: list[
         service = cat.find("Service", ing.ns, svc_name, ing)
         behind += [w.id for w in selected_workloads(service, workloads) if w.id not in behind]
     if behind:
-        resource = Resource(id=ing.ref, location=location(ing), kube=KubeOrigin(ing.label, "ingress", object=True))
+        resource = Resource(id=ing.ident, location=location(ing), kube=KubeOrigin(ing.label, "ingress", object=True))
         model.unknown_fronts.append(
             (resource, f"ingressClassName {name} (an IngressClass not among the inputs)", behind)
         )
@@ -255,9 +255,9 @@ class _GroupBuilder:
                     actions[svc_name] = self.action(member, svc_name)
                 continue
             plain.append(Forward((self.target_group(member, svc_name, port).id,)))
-        rules = [(f"{ing.ref} rules", f"rules of {ing.label}", plain)]
+        rules = [(f"{ing.ident} rules", f"rules of {ing.label}", plain)]
         rules += [
-            (f"{ing.ref} actions.{name}", f"{ALB}actions.{name} on {ing.label}", forwards)
+            (f"{ing.ident} actions.{name}", f"{ALB}actions.{name} on {ing.label}", forwards)
             for name, forwards in actions.items()
         ]
         for rule_id, label, forwards in rules:
@@ -315,7 +315,7 @@ class _GroupBuilder:
         """The target group of (this Ingress, Service, port): ``ingress.k8s.aws/resource`` =
         ``namespace/ingress-service:port``, the port as the Ingress writes it."""
         ing = member.ingress
-        tg_id = f"{ing.ns}/{ing.name}-{svc_name}:{port}"
+        tg_id = f"{ing.ns}/{ing.name}-{svc_name}:{port}{ing.alias}"
         if tg_id in self.tgs:
             return self.tgs[tg_id]
         service = self.cat.find("Service", ing.ns, svc_name, ing)

@@ -6,6 +6,8 @@ never read as a core Service."""
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 from typing import Any, Iterable
 
 from ....common.definitions import K8S_ANNOTATION_TAGS
@@ -36,6 +38,12 @@ class Catalog:
         self.by_kind: dict[str, list[KubeObject]] = {}
         self.by_name: dict[tuple[str, str, str], list[KubeObject]] = {}
         self.autoscalers: list[KubeObject] = []
+        objects = list(objects)
+        seen = collections.Counter((o.group, o.kind, o.ns, o.name) for o in objects)
+        objects = [
+            dataclasses.replace(o, alias=f"@{o.file}:{o.line}") if seen[(o.group, o.kind, o.ns, o.name)] > 1 else o
+            for o in objects
+        ]
         for obj in objects:
             groups = GROUPS.get(obj.kind)
             if groups is not None and obj.group in groups:
@@ -102,12 +110,23 @@ def suppressions_of(*objects: KubeObject | None) -> list[Suppression]:
 def common(obj: KubeObject, label: str | None = None, **kube: Any) -> dict[str, Any]:
     """The fields of a model resource that is this Kubernetes object."""
     return {
-        "id": obj.ref,
+        "id": obj.ident,
         "location": location(obj),
         "tags": tags_of(obj),
         "suppressions": suppressions_of(obj),
         "kube": KubeOrigin(label=label or obj.label, object=True, **kube),
     }
+
+
+def one_copy_each(workloads: list[Any], near_file: str | None) -> list[Any]:
+    """Workloads read more than once (the same kind, namespace and name in two files) counted
+    once: the copy in ``near_file`` (the selecting object's file), else the first read."""
+    chosen: dict[tuple[str, str, str], Any] = {}
+    for w in workloads:
+        key = (w.kind, w.namespace, w.name)
+        if key not in chosen or (w.location.file == near_file and chosen[key].location.file != near_file):
+            chosen[key] = w
+    return [w for w in workloads if chosen[(w.kind, w.namespace, w.name)] is w]
 
 
 def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:

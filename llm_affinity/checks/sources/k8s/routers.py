@@ -22,7 +22,7 @@ from ....common.definitions import PRODUCTION_STACK_ROUTER as PRODUCTION_STACK
 from ...model import Router, Unresolved, Workload
 from ..manifests import KubeObject
 from .annotations import equality_selector
-from .objects import Catalog, common, label_selector, selects
+from .objects import Catalog, common, label_selector, one_copy_each, selects
 from .workloads import autoscaler_max, command_line, containers, pod_templates, replicas_of
 
 _ROUTER_IMAGE = re.compile(r"lmstack-router|vllm-router|production-stack[\w./-]*router", re.IGNORECASE)
@@ -120,7 +120,8 @@ def _selected_by_service(service: KubeObject | None, workloads: list[Workload]) 
     if service is None:
         return []
     selector = label_selector(service.spec.get("selector")) or {}
-    return [w for w in workloads if w.namespace == service.ns and selects(selector, w.pod_labels)]
+    found = [w for w in workloads if w.namespace == service.ns and selects(selector, w.pod_labels)]
+    return one_copy_each(found, service.file)
 
 
 def inference_pool(obj: KubeObject, workloads: list[Workload]) -> Router:
@@ -131,7 +132,9 @@ def inference_pool(obj: KubeObject, workloads: list[Workload]) -> Router:
         engines: list[Workload] = []
         elsewhere: Any = Unresolved("the pool's selector has matchExpressions")
     else:
-        engines = [w for w in workloads if w.namespace == obj.ns and selects(selector, w.pod_labels)]
+        engines = one_copy_each(
+            [w for w in workloads if w.namespace == obj.ns and selects(selector, w.pod_labels)], obj.file
+        )
         elsewhere = 0 if engines else Unresolved("no pods matching the pool's selector among the inputs")
     return Router(
         **common(obj),

@@ -33,7 +33,7 @@ from ...model import (
 )
 from ..manifests import KubeObject
 from .annotations import NLB, NLB_CLASSES, SVC, string_list, string_map
-from .objects import label_selector, location, selects, suppressions_of, tags_of
+from .objects import label_selector, location, one_copy_each, selects, suppressions_of, tags_of
 
 AMBIGUOUS = "ambiguous"
 CONTROLLER = "controller"
@@ -44,7 +44,8 @@ def selected_workloads(service: KubeObject | None, workloads: list[Workload]) ->
     if service is None:
         return []
     selector = label_selector(service.spec.get("selector")) or {}
-    return [w for w in workloads if w.namespace == service.ns and selects(selector, w.pod_labels)]
+    found = [w for w in workloads if w.namespace == service.ns and selects(selector, w.pod_labels)]
+    return one_copy_each(found, service.file)
 
 
 def backend(service: KubeObject | None, name: str, client_ip: Any) -> KubeBackend:
@@ -84,9 +85,9 @@ def handled_as_nlb(service: KubeObject) -> str | None:
 def build_nlb(service: KubeObject, how: str, workloads: list[Workload], model: Model) -> None:
     """The NLB of one Service: its load balancer, a listener and a target group per port."""
     notes = service.annotations
-    lb_id = f"{service.ns}/{service.name}"
+    lb_id = f"{service.ns}/{service.name}{service.alias}"
     note = " (type LoadBalancer; no annotation says which controller)" if how == AMBIGUOUS else ""
-    label = f"Service {lb_id}{note}"
+    label = f"{service.label}{note}"
     tags = tags_of(service)
     sups = suppressions_of(service)
     model.load_balancers.append(
@@ -125,7 +126,7 @@ def build_nlb(service: KubeObject, how: str, workloads: list[Workload], model: M
             location=location(service),
             tags=tags,
             suppressions=sups,
-            kube=KubeOrigin(f"Service {lb_id} port {number}{note}", "service", service.label),
+            kube=KubeOrigin(f"{service.label} port {number}{note}", "service", service.label),
             settings=settings,
             target_count=Unresolved("pods registered by the controller"),
             load_balancer_ids=[lb_id],
@@ -136,7 +137,7 @@ def build_nlb(service: KubeObject, how: str, workloads: list[Workload], model: M
             Listener(
                 id=f"{lb_id}:{number}/listener",
                 location=location(service),
-                kube=KubeOrigin(f"Service {lb_id} port {number} listener", "service", object=True),
+                kube=KubeOrigin(f"{service.label} port {number} listener", "service", object=True),
                 load_balancer_id=lb_id,
                 protocol="TLS" if _tls_listener(notes, port) else protocol,
             )

@@ -8,6 +8,7 @@ so its replicas are ``spec.replicas`` and its pods, as a Service sees them, are 
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from ....common.definitions import K8S_ANNOTATION_TAGS, inference_server_name, is_accelerator_resource
@@ -90,6 +91,39 @@ def _positive(quantity: Any) -> bool:
         except ValueError:
             return True  # a quantity the API would parse differently still asks for the device
     return False
+
+
+def served_model(container: dict | None) -> str | None:
+    """The model a server container serves, from its words: ``--served-model-name`` (the name
+    clients ask for), else ``--model``, else the word after ``serve`` (``vllm serve MODEL``).
+    A command run through a shell (``sh -c "vllm serve ..."``) is split as the shell would."""
+    if not container:
+        return None
+    words: list[str] = []
+    for key in ("command", "args"):
+        value = container.get(key)
+        for word in value if isinstance(value, list) else []:
+            if isinstance(word, str) and " " in word.strip():
+                try:
+                    words += shlex.split(word)
+                except ValueError:
+                    words += word.split()
+            elif isinstance(word, (str, int, float)) and not isinstance(word, bool):
+                words.append(str(word))
+    found: dict[str, str] = {}
+    for n, word in enumerate(words):
+        flag, sep, value = word.partition("=")
+        if flag in ("--served-model-name", "--model") and flag not in found:
+            if sep:
+                found[flag] = value
+            elif n + 1 < len(words) and not words[n + 1].startswith("-"):
+                found[flag] = words[n + 1]
+        elif word == "serve" and "serve" not in found and n + 1 < len(words) and not words[n + 1].startswith("-"):
+            found["serve"] = words[n + 1]
+    for key in ("--served-model-name", "--model", "serve"):
+        if found.get(key):
+            return found[key]
+    return None
 
 
 def serving_container(template: dict) -> dict | None:
@@ -199,6 +233,7 @@ def build_workload(obj: KubeObject, cat: Catalog) -> Workload:
         accelerators=found,
         commands=commands,
         environment=environment,
+        model_name=served_model(main),
         grace_period=_grace(serving),
         pre_stop=kind,
         pre_stop_seconds=seconds,
