@@ -407,3 +407,32 @@ def test_hostile_values_in_good_shapes_never_crash(tmp_path):
     proc = lint(str(path))
     assert errors(proc) == [] and proc.returncode == 1
     assert outcome(proc) == [GOOD_FINDING]
+
+
+def test_every_format_renders_standard_input():
+    import jsonschema
+    from conftest import SARIF_SCHEMA
+
+    for fmt in ("sarif", "junit", "text"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "llm_affinity", "lint", "-", "--format", fmt],
+            input=GOOD.read_bytes(),
+            capture_output=True,
+            timeout=60,
+            cwd=ROOT,
+            env=dict(os.environ, NO_COLOR="1"),
+        )
+        assert proc.returncode == 1 and not proc.stderr, proc.stderr
+        out = proc.stdout.decode()
+        if fmt == "sarif":
+            sarif = json.loads(out)
+            jsonschema.Draft4Validator(json.loads(SARIF_SCHEMA.read_text())).validate(sarif)
+            [result] = sarif["runs"][0]["results"]
+            assert result["ruleId"] == "FLEET001" and "physicalLocation" not in result["locations"][0]
+            assert result["locations"][0]["logicalLocations"][0]["name"] == "Ingress/llm/chat"
+        elif fmt == "junit":
+            assert 'name="&lt;stdin&gt;"' in out and "FLEET001 Ingress/llm/chat" in out
+        else:
+            assert (
+                "<stdin>:" in out and "FLEET001" in out and "alb.ingress.kubernetes.io/target-group-attributes" in out
+            )

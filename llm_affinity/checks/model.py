@@ -149,7 +149,8 @@ class KubeOrigin:
     configure the resource: ``ingress`` (``alb.ingress.kubernetes.io/*`` on an Ingress, some of
     them overridable on its Service), ``service`` (``service.beta.kubernetes.io/aws-load-balancer-*``
     on a Service), ``binding`` (a TargetGroupBinding: the target group is configured outside
-    Kubernetes) or ``""`` (a workload, a router)."""
+    Kubernetes), ``""`` (a workload, a router) or ``other`` (tagged by the controller for a
+    cluster, through neither: the Gateway API; fixes stay in AWS words)."""
 
     label: str  # "Ingress default/chat → Service default/vllm:8000", "Deployment default/vllm"
     controller: str = ""

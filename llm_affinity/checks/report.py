@@ -16,6 +16,7 @@ from typing import Any, Iterable
 from xml.etree import ElementTree as ET
 
 from .. import __version__
+from ..common.files import STDIN_NAME
 from ..common.text import escape_match as _escape
 from ..common.text import printable
 from ..common.text import without_lone_surrogates as _without_lone_surrogates
@@ -285,7 +286,7 @@ def _sarif_result(finding: Finding, index: dict[str, int], suppressed: bool) -> 
             }
         ],
     }
-    if loc.file:
+    if loc.file and loc.file != STDIN_NAME:  # standard input is no artifact a viewer can open
         physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(loc.file)}}
         if loc.line:
             physical["region"] = {"startLine": loc.line}

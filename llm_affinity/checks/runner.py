@@ -24,7 +24,8 @@ class Finding:
     @property
     def remediation(self) -> str:
         """The rule's fix, in Kubernetes words for a resource that comes from Kubernetes."""
-        if self.resource.kube is not None and self.rule.kubernetes_remediation:
+        kube = self.resource.kube
+        if kube is not None and kube.controller != "other" and self.rule.kubernetes_remediation:
             return self.rule.kubernetes_remediation
         return self.rule.remediation
 

@@ -104,21 +104,22 @@ def fleet001(model: Model) -> Iterator[Result]:
         if sticky is True:
             continue
         capacity = _capacity(model, tg)
-        if capacity is None and is_kube(tg):
+        pods = replicas_behind(model, tg)  # Kubernetes manifests: the workloads behind it
+        if capacity is None and tg.backend is not None:
             yield Unknown(tg, REPLICAS)
         elif capacity is None:
             yield Unknown(tg, "number of instances (Auto Scaling group MaxSize, ECS DesiredCount or targets)")
-        elif capacity and is_kube(tg):
+        elif capacity and isinstance(pods, int):
             yield Hit(
                 tg,
                 f"inference target group {name(tg)} sends a session's requests to any of up to "
-                f"{replicas_behind(model, tg)} pods: stickiness is off{set_in(tg)} ({tg.serving.reason})",
+                f"{pods} pods: stickiness is off{set_in(tg)} ({tg.serving.reason})",
                 when(tg),
             )
         elif capacity:
             yield Hit(
                 tg,
-                f"inference target group {tg.id} can hold several instances but stickiness is off "
+                f"inference target group {name(tg)} can hold several instances but stickiness is off "
                 f"({tg.serving.reason})",
                 when(tg),
             )
@@ -261,7 +262,7 @@ def fleet005(model: Model) -> Iterator[Result]:
             yield Unknown(resource, "CloudWatch alarms")
         elif isinstance(resource, Workload) and unresolved(resource.max_replicas):
             yield Unknown(resource, REPLICAS)  # one pod, or several: no harm to name until it is known
-        elif is_kube(resource):
+        elif isinstance(resource, Workload):
             yield Hit(
                 resource,
                 f"no alert (PrometheusRule among the inputs) watches queue depth or load imbalance of {name(resource)}",
@@ -269,7 +270,7 @@ def fleet005(model: Model) -> Iterator[Result]:
         else:
             yield Hit(
                 resource,
-                f"no CloudWatch alarm watches queue depth or load imbalance of {resource.id}",
+                f"no CloudWatch alarm watches queue depth or load imbalance of {name(resource)}",
                 resource.serving.when if resource.serving else None,
             )
 

@@ -20,6 +20,7 @@ from ...model import (
     EngineHost,
     Fleet,
     Forward,
+    KubeOrigin,
     LaunchSpec,
     Listener,
     LoadBalancer,
@@ -77,9 +78,54 @@ def loc(arn: str, rtype: str, region: str) -> Location:
 
 
 def _tagged(arn: str, rtype: str, region: str, tags: dict[str, Any]) -> dict[str, Any]:
-    """The fields every live resource shares: ARN as id, location, tags and the suppressions
-    its tags carry."""
-    return {"id": arn, "location": loc(arn, rtype, region), "tags": tags, "suppressions": suppressions_from_tags(tags)}
+    """The fields every live resource shares: ARN as id, location, tags, the suppressions its
+    tags carry, and the Kubernetes object it was made for (from the controller's tags)."""
+    return {
+        "id": arn,
+        "location": loc(arn, rtype, region),
+        "tags": tags,
+        "suppressions": suppressions_from_tags(tags),
+        "kube": kube_origin(tags),
+    }
+
+
+# --- resources the AWS Load Balancer Controller made ------------------------------------------
+# Its tags (pkg/deploy/tracking/provider.go): elbv2.k8s.aws/cluster on everything; for an
+# Ingress (group) ingress.k8s.aws/stack = the group name, or namespace/name for an Ingress alone,
+# and ingress.k8s.aws/resource = LoadBalancer or namespace/ingress-service:port for a target
+# group; for a Service service.k8s.aws/stack = namespace/name and service.k8s.aws/resource =
+# LoadBalancer or namespace/name:port. Messages name these objects; fixes speak of annotations.
+
+K8S_CLUSTER_TAG = "elbv2.k8s.aws/cluster"
+K8S_TAGS = {
+    "ingress": ("ingress.k8s.aws/stack", "ingress.k8s.aws/resource"),
+    "service": ("service.k8s.aws/stack", "service.k8s.aws/resource"),
+}
+
+
+def kube_origin(tags: dict[str, Any]) -> KubeOrigin | None:
+    """The Kubernetes object a live load balancer or target group was made for, or ``None``."""
+    cluster = tags.get(K8S_CLUSTER_TAG)
+    cluster = cluster.strip() if isinstance(cluster, str) and cluster.strip() else None
+    in_cluster = f" in cluster {cluster}" if cluster else ""
+    for controller, (stack_key, resource_key) in K8S_TAGS.items():
+        stack = tags.get(stack_key)
+        if not isinstance(stack, str) or not stack.strip():
+            continue
+        stack = stack.strip()
+        resource = tags.get(resource_key)
+        resource = resource.strip() if isinstance(resource, str) else ""
+        if controller == "ingress":
+            owner = f"Ingress {stack}" if "/" in stack else f"IngressGroup {stack}"
+            part = f", target group {resource}" if resource and resource != "LoadBalancer" else ""
+        else:
+            owner = f"Service {stack}"
+            port = resource.rpartition(":")[2] if resource and resource != "LoadBalancer" else ""
+            part = f" port {port}" if port else ""
+        return KubeOrigin(f"Kubernetes {owner}{part}{in_cluster}", controller, cluster=cluster)
+    if cluster:
+        return KubeOrigin(f"Kubernetes cluster {cluster}", "other", cluster=cluster)
+    return None
 
 
 def attrs_to_dict(attributes: Iterable[dict] | None) -> dict[str, Any]:
