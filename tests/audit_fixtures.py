@@ -547,7 +547,7 @@ def seed_serving(region: str = "us-east-1", endpoint_url: str | None = None) -> 
     """Serving compute behind non-sticky target groups of one ALB, none of them tagged:
     ``tg_gpu`` (two g5.xlarge instances registered by id, their user data starts vLLM: FLEET001),
     ``tg_cpu`` (two t3.micro instances with harmless user data: nothing), ``tg_ecs`` (a vLLM ECS
-    service reserving a GPU, two tasks: FLEET001) and ``tg_cp`` (a plain-image service whose
+    service reserving a GPU, two tasks, scaled up to 6 by Application Auto Scaling: FLEET001) and ``tg_cp`` (a plain-image service whose
     capacity provider's Auto Scaling group runs g5.xlarge, two tasks: accelerated with no LLM
     server, listed as of unknown role — needs :func:`capacity_strategy_hook`)."""
     c = Clients(region, endpoint_url)
@@ -587,6 +587,13 @@ def seed_serving(region: str = "us-east-1", endpoint_url: str | None = None) -> 
         desiredCount=2,
         loadBalancers=[{"targetGroupArn": out["tg_ecs"], "containerName": "vllm", "containerPort": 8000}],
     )["service"]["serviceArn"]
+    boto3.client("application-autoscaling", **kw).register_scalable_target(
+        ServiceNamespace="ecs",
+        ResourceId="service/serving/vllm",
+        ScalableDimension="ecs:service:DesiredCount",
+        MinCapacity=2,
+        MaxCapacity=6,
+    )
     out["lt"] = c.launch_template("capacity-lt", "g5.xlarge", None)
     out["asg"] = c.asg("capacity-asg", subnets, [], template=out["lt"])
     ecs.create_capacity_provider(name="gpu-capacity", autoScalingGroupProvider={"autoScalingGroupArn": out["asg"]})

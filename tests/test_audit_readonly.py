@@ -211,6 +211,7 @@ def test_identity_alone_exits_3_through_the_cli(monkeypatch, capsys):
         ("ecs:ListClusters", "us-east-1/ecs", "denied"),
         ("ecs:DescribeTaskDefinition", "us-east-1/ecs", "partial"),
         ("ec2:DescribeInstances", "us-east-1/ec2", "partial"),  # the launch templates were read
+        ("application-autoscaling:DescribeScalableTargets", "us-east-1/ecs", "partial"),  # counted under ecs
     ],
 )
 def test_new_serving_actions_are_enforced(monkeypatch, missing, key, status):

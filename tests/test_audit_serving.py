@@ -68,6 +68,10 @@ def _named(ids: dict, report) -> tuple[list, list]:
     return findings, unknown
 
 
+def _named_id(ids: dict, arn: str) -> str:
+    return next((key for key, value in ids.items() if value == arn), arn)
+
+
 def _names_in(text: str, name: dict) -> str:
     """``text`` with the ARNs (or logical ids) it mentions replaced by their seed_serving keys."""
     for arn in sorted(name, key=len, reverse=True):
@@ -99,6 +103,8 @@ def test_gpu_instances_and_ecs_services_are_judged_in_audit(serving):
     assert [h.user_data for h in gpu_hosts] == [F.GPU_USER_DATA] * 2  # read: it decides llm or accelerator-only
     services = {s.id: s for s in model.services}
     assert services[ids["ecs"]].gpu is True and services[ids["ecs"]].desired == 2
+    assert services[ids["ecs"]].max_count == 6 and services[ids["ecs"]].max_replicas == 6
+    assert by_id[ids["tg_ecs"]].max_replicas == 6 and by_id[ids["tg_gpu"]].max_replicas == 2
     assert services[ids["ecs_cp"]].capacity_fleet_ids == [ids["asg"]]
     (worker,) = [s for s in model.services if s.id.endswith("/worker")]
     assert worker.target_group_ids == [] and isinstance(worker.gpu, Unresolved)  # not read: nothing to judge
@@ -111,7 +117,9 @@ def test_new_calls_are_minimal(serving):
     # instances; user data of the four instances; one task definition per distinct
     # definition of a service behind a target group (vllm, plain); one capacity provider batch
     assert {
-        k: v for k, v in ops.items() if k.startswith(("ecs:", "ec2:DescribeInst")) or k.endswith("TargetHealth")
+        k: v
+        for k, v in ops.items()
+        if k.startswith(("ecs:", "ec2:DescribeInst", "application-autoscaling:")) or k.endswith("TargetHealth")
     } == {
         "elasticloadbalancing:DescribeTargetHealth": 2,
         "ec2:DescribeInstances": 1,
@@ -121,6 +129,7 @@ def test_new_calls_are_minimal(serving):
         "ecs:DescribeServices": 1,
         "ecs:DescribeTaskDefinition": 2,
         "ecs:DescribeCapacityProviders": 1,
+        "application-autoscaling:DescribeScalableTargets": 1,
     }
 
 
@@ -235,6 +244,16 @@ SERVING_TEMPLATE = {
             },
         },
         "Ecs": _service("Vllm", "TgEcs", "vllm"),
+        "EcsScaling": {
+            "Type": "AWS::ApplicationAutoScaling::ScalableTarget",
+            "Properties": {
+                "ServiceNamespace": "ecs",
+                "ScalableDimension": "ecs:service:DesiredCount",
+                "ResourceId": {"Fn::Join": ["/", ["service", {"Ref": "Cluster"}, {"Fn::GetAtt": ["Ecs", "Name"]}]]},
+                "MinCapacity": 2,
+                "MaxCapacity": 6,
+            },
+        },
         "EcsCp": _service(
             "Plain",
             "TgCp",
@@ -283,6 +302,10 @@ def test_lint_and_audit_give_the_same_findings(serving, tmp_path):
     path = tmp_path / "serving.json"
     path.write_text(json.dumps(SERVING_TEMPLATE), encoding="utf-8")
     (template,) = load_paths([str(path)]).models
+    bounds = {LOGICAL.get(r.id): r.max_replicas for r in template.target_groups + template.services}
+    live = {_named_id(ids, r.id): r.max_replicas for r in result.models[0].target_groups + result.models[0].services}
+    assert {k: v for k, v in live.items() if k in bounds} == bounds
+    assert bounds["tg_ecs"] == 6 and bounds["tg_gpu"] == 2
     lint = evaluate([template])
     linted = sorted((f.rule.id, LOGICAL.get(f.resource.id, f.resource.id)) for f in lint.findings)
     audited, audit_unknown = _named(ids, evaluate(result.models))

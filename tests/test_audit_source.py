@@ -72,10 +72,11 @@ def test_model_fields_from_live_resources(account):
 
     nlb_tg = _by_id(model.target_groups, ids["tg_nlb"])
     assert nlb_tg.settings.protocol == "TCP" and nlb_tg.settings.sticky_type == "source_ip"
-    assert isinstance(nlb_tg.target_count, Unresolved)  # sticky: FLEET001 does not need its targets
+    assert nlb_tg.target_count == 0  # tagged: counted (its replica bound); none registered: unknown bound
+    assert isinstance(nlb_tg.max_replicas, Unresolved)
     ip_tg = _by_id(model.target_groups, ids["tg_ip"])
-    assert ip_tg.target_count == 2  # inference-tagged, not sticky, no ASG: targets counted
-    assert result.coverage["operations"]["elasticloadbalancing:DescribeTargetHealth"] == 1
+    assert ip_tg.target_count == 2 == ip_tg.max_replicas  # inference-tagged, no ASG: targets counted
+    assert result.coverage["operations"]["elasticloadbalancing:DescribeTargetHealth"] == 2  # the tagged groups
 
     listener = _by_id(model.listeners, ids["listener"])
     assert listener.listener_id is None and listener.load_balancer_id == ids["alb"]

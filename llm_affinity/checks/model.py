@@ -282,6 +282,9 @@ class TargetGroup(Resource):
     load_balancer_ids: list[str] = field(default_factory=list)  # filled by Model.link()
     serving: Serving | None = None  # filled by serving.classify()
     backend: KubeBackend | None = None  # Kubernetes: the Service between the target group and the pods
+    #: The most replicas (serving processes) that can sit behind it: int, or Unresolved. ``None``
+    #: until :func:`..replicas.derive` sums what is registered (sources may set it themselves).
+    max_replicas: Any = None
 
     @property
     def inference(self) -> bool:
@@ -347,6 +350,9 @@ class Fleet(Resource):
     health_check_grace_period: Any = 0
     lifecycle_transitions: list[Any] = field(default_factory=list)
     serving: Serving | None = None  # filled by serving.classify()
+    #: The most instances the group can hold (``MaxSize``): int, or Unresolved. ``None`` until
+    #: :func:`..replicas.derive` fills it (sources may set it themselves).
+    max_replicas: Any = None
 
     @property
     def inference(self) -> bool:
@@ -379,9 +385,12 @@ class Service(Resource):
     gpu: Any = False  # the task definition requests GPUs: bool or Unresolved
     commands: list[str] = field(default_factory=list)  # images, commands, entry points
     capacity_fleet_ids: list[Any] = field(default_factory=list)
-    desired: Any = None
-    max_count: Any = None  # Application Auto Scaling MaxCapacity, when found
+    desired: Any = 1  # DesiredCount (CloudFormation default 1); Unresolved for DAEMON services
+    max_count: Any = None  # Application Auto Scaling MaxCapacity, when a scalable target was found
     serving: Serving | None = None
+    #: The most tasks the service can run (the larger of DesiredCount and MaxCapacity): int, or
+    #: Unresolved. ``None`` until :func:`..replicas.derive` fills it.
+    max_replicas: Any = None
 
     @property
     def inference(self) -> bool:

@@ -113,27 +113,17 @@ def is_kube(resource: Resource) -> bool:
 
 
 def replicas_behind(model: Model, tg: TargetGroup) -> Any:
-    """Kubernetes: how many serving pods a target group can reach — the sum of the replica
-    ceilings of the workloads its Service selects (an autoscaler's maxReplicas, else
-    spec.replicas); Unresolved when one is not known; ``None`` for a target group with no
+    """Kubernetes manifests: how many serving pods a target group can reach (its replica bound,
+    the sum of the workloads' ceilings the source set); ``None`` for a target group with no
     workload behind it (templates, live accounts)."""
-    workloads = model.workloads_for(tg)
-    if not workloads:
-        return None
-    total = 0
-    for workload in workloads:
-        bound = workload.max_replicas
-        if not isinstance(bound, int) or isinstance(bound, bool):
-            return Unresolved(f"replicas of {workload.kind} {workload.namespace}/{workload.name}")
-        total += bound
-    return total
+    return tg.max_replicas if model.workloads_for(tg) else None
 
 
 def one_replica_at_most(model: Model, resource: Resource) -> bool:
-    """A Kubernetes target group or workload that can hold one serving pod at most: rules about
-    spreading sessions across replicas stay silent on it (no harm can happen)."""
-    if isinstance(resource, TargetGroup):
-        bound = replicas_behind(model, resource)
-    else:
-        bound = getattr(resource, "max_replicas", None) if resource.kube is not None else None
-    return isinstance(bound, int) and not isinstance(bound, bool) and bound <= 1
+    """A target group or workload read from Kubernetes manifests that can hold one serving pod
+    at most (:func:`..replicas.single`): rules about spreading sessions across replicas stay
+    silent on it."""
+    from ..replicas import single
+
+    from_manifests = getattr(resource, "backend", None) is not None or hasattr(resource, "pod_labels")
+    return from_manifests and single(model, resource)

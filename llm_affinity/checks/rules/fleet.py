@@ -9,7 +9,8 @@ import re
 from typing import Any, Iterator
 
 from ...common.definitions import K8S_PREFIX, ROLE_OTHER, ROLE_TAG, ROUTER_TAG
-from ..model import Fleet, Model, Resource, TargetGroup, Workload
+from ..model import Fleet, Model, Resource, Workload
+from ..replicas import several
 from .base import Hit, Result, Unknown, rule
 from .common import (
     DOCS_ALB_STICKY,
@@ -20,7 +21,6 @@ from .common import (
     name,
     one_replica_at_most,
     rejected,
-    replicas_behind,
     set_in,
     unresolved,
     when,
@@ -42,24 +42,6 @@ _PREFIX_CACHING_OFF = re.compile(
 LOAD_ALARM_PATTERN = re.compile(
     r"num_requests_waiting|requests_waiting|queue|RequestCountPerTarget|imbalance|hot_?replica", re.IGNORECASE
 )
-
-
-def _capacity(model: Model, tg: TargetGroup) -> Any:
-    """Can the group hold more than one serving process? True, False or None (unknown)."""
-    pods = replicas_behind(model, tg)
-    if pods is not None:  # Kubernetes: the pods of the workloads behind it
-        return pods > 1 if isinstance(pods, int) else None
-    sizes: list[Any] = [f.max_size for f in model.fleets_for(tg)]
-    for service in model.services_for(tg):
-        sizes += [service.desired, service.max_count]
-    known = [s for s in sizes if isinstance(s, int) and not isinstance(s, bool)]
-    if any(s > 1 for s in known) or (isinstance(tg.target_count, int) and tg.target_count > 1):
-        return True
-    if any(unresolved(s) for s in sizes) or (not sizes and not isinstance(tg.target_count, int)):
-        return None
-    if not sizes and tg.target_count == 0:
-        return None  # no targets listed: registered elsewhere
-    return False
 
 
 @rule(
@@ -103,8 +85,8 @@ def fleet001(model: Model) -> Iterator[Result]:
             continue
         if sticky is True:
             continue
-        capacity = _capacity(model, tg)
-        pods = replicas_behind(model, tg)  # Kubernetes manifests: the workloads behind it
+        capacity = several(model, tg)
+        pods = tg.max_replicas if tg.backend is not None else None  # Kubernetes manifests: the pods behind it
         if capacity is None and tg.backend is not None:
             yield Unknown(tg, REPLICAS)
         elif capacity is None:

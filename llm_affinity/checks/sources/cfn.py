@@ -405,7 +405,13 @@ class _Builder:
             tg_ids.append(Unresolved("LoadBalancers not resolvable"))
         task_id = N.ref_id(props.get("TaskDefinition", UNKNOWN))
         gpu, commands = self.task(task_id, v)
-        desired = props.get("DesiredCount", ABSENT)
+        desired: Any = props.get("DesiredCount", ABSENT)
+        if N.as_word(props.get("SchedulingStrategy", "REPLICA"), None, "SchedulingStrategy", upper=True) == "DAEMON":
+            desired = Unresolved("SchedulingStrategy DAEMON: one task per container instance")
+        elif desired is ABSENT or desired is None:
+            desired = 1  # CloudFormation's default for a new service
+        else:
+            desired = N.as_int(desired, "DesiredCount")
         return Service(
             **v.common(),
             tags=N.tags(props.get("Tags")),
@@ -414,7 +420,7 @@ class _Builder:
             gpu=gpu,
             commands=commands,
             capacity_fleet_ids=self.capacity_fleets(props),
-            desired=None if desired is ABSENT else N.as_int(desired, "DesiredCount"),
+            desired=desired,
             max_count=self.scalable_max(v.logical_id),
         )
 

@@ -461,11 +461,22 @@ def containers_to_cfn(containers: Iterable[dict] | None) -> list[dict]:
     return out
 
 
-def build_service(service: dict, task: Any, providers: dict[str, dict] | None, region: str) -> Service:
+def scalable_resource_id(service: dict) -> str | None:
+    """``service/<cluster name>/<service name>``: how Application Auto Scaling names an ECS
+    service's desired count (the ``ResourceId`` of its scalable target)."""
+    cluster = str(service.get("clusterArn") or "").rsplit("/", 1)[-1]
+    name = service.get("serviceName") or str(service.get("serviceArn") or "").rsplit("/", 1)[-1]
+    return f"service/{cluster}/{name}" if cluster and name else None
+
+
+def build_service(
+    service: dict, task: Any, providers: dict[str, dict] | None, region: str, max_count: Any = None
+) -> Service:
     """A ``DescribeServices`` item as the :class:`Service` a template gives. ``task``: the
     ``DescribeTaskDefinition`` answer's ``taskDefinition``, or :class:`Unresolved` when it was
     not (or could not be) read; ``providers``: capacity providers by name and ARN (None: could
-    not be read). Desired count only: Application Auto Scaling's MaxCapacity is not read."""
+    not be read); ``max_count``: the ``MaxCapacity`` of the Application Auto Scaling target that
+    scales it (None: there is none; Unresolved: could not be read)."""
     arn = service["serviceArn"]
     tags = tags_to_dict(service.get("tags"))
     if isinstance(task, Unresolved):
@@ -478,7 +489,11 @@ def build_service(service: dict, task: Any, providers: dict[str, dict] | None, r
         group = (provider or {}).get("autoScalingGroupProvider") or {}
         if group.get("autoScalingGroupArn") and group["autoScalingGroupArn"] not in fleets:
             fleets.append(group["autoScalingGroupArn"])
-    desired = service.get("desiredCount")
+    desired: Any = service.get("desiredCount")
+    if str(service.get("schedulingStrategy") or "").upper() == "DAEMON":
+        desired = Unresolved("SchedulingStrategy DAEMON: one task per container instance")
+    elif not isinstance(desired, int):
+        desired = Unresolved("desiredCount not returned")
     return Service(
         **_tagged(arn, T_SERVICE, region, tags),
         target_group_ids=service_target_groups(service),
@@ -486,7 +501,8 @@ def build_service(service: dict, task: Any, providers: dict[str, dict] | None, r
         gpu=gpu,
         commands=commands,
         capacity_fleet_ids=fleets,
-        desired=desired if isinstance(desired, int) else None,
+        desired=desired,
+        max_count=max_count,
     )
 
 

@@ -19,6 +19,7 @@ IAM_PREFIX = {
     "autoscaling": "autoscaling",
     "ec2": "ec2",
     "ecs": "ecs",
+    "application-autoscaling": "application-autoscaling",
     "cloudwatch": "cloudwatch",
     "bedrock-agentcore-control": "bedrock-agentcore",
     "sts": "sts",

@@ -21,7 +21,9 @@ from .session import AuditSession
 def read(session: AuditSession, region: str, cov: Coverage) -> Part:
     """ECS services: clusters → services (10 per DescribeServices, with tags) → the task
     definition of each service behind a target group or tagged (one call per distinct
-    definition) and its capacity providers (one call per 100 names) → Service objects."""
+    definition), its capacity providers (one call per 100 names) and, when there is such a
+    service, the ECS scalable targets of Application Auto Scaling (their MaxCapacity bounds a
+    service's task count) → Service objects."""
     part = Part()
     c = session.client("ecs", region)
     try:
@@ -77,6 +79,7 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
             tasks[arn] = Unresolved("task definition could not be read")
         else:
             tasks[arn] = result
+    maxima = _scalable_maxima(session, region, cov) if judged else {}
     providers: dict[str, dict] | None = {}
     for fut in provider_f:
         try:
@@ -94,5 +97,30 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
                 if not relevant(x)
                 else "no task definition"
             )
-        part.services.append(B.build_service(x, task, providers, region))
+        part.services.append(B.build_service(x, task, providers, region, _max_count(x, maxima)))
     return part
+
+
+def _scalable_maxima(session: AuditSession, region: str, cov: Coverage) -> dict[str, Any] | None:
+    """``ResourceId`` → ``MaxCapacity`` of the Application Auto Scaling targets that scale an
+    ECS service's desired count (one paginated DescribeScalableTargets per region, only when
+    a service a rule judges exists); None when they could not be read."""
+    c = session.client("application-autoscaling", region)
+    try:
+        targets = session.call(session.pages, c, "describe_scalable_targets", "ScalableTargets", ServiceNamespace="ecs")
+    except Exception as exc:
+        cov.fail(exc, fatal=False, what="scalable targets unread: services' maximum task count unknown")
+        return None
+    return {
+        t["ResourceId"]: t.get("MaxCapacity")
+        for t in targets
+        if t.get("ScalableDimension") == "ecs:service:DesiredCount" and t.get("ResourceId")
+    }
+
+
+def _max_count(service: dict, maxima: dict[str, Any] | None) -> Any:
+    if maxima is None:
+        return Unresolved("scalable targets could not be read")
+    key = B.scalable_resource_id(service)
+    value = maxima.get(key) if key else None
+    return value if isinstance(value, int) else None

@@ -21,6 +21,7 @@ import boto3
 import botocore.exceptions as bexc
 from botocore.config import Config
 
+from ....common.definitions import ROLE_INFERENCE, role_of
 from ...assemble import finish
 from ...model import ROLE_TAG, Model, ModelError
 from . import agentcore, autoscaling, cloudwatch, config, ecs, elbv2, targets
@@ -390,10 +391,11 @@ def _result(run: _Run, model: Model) -> AuditResult:
 def _target_reads(model: Model) -> dict[str, tuple[list, list]]:
     """Target groups whose registered targets must be read, by region: (count only, instances
     too). Nothing is read for a group an Auto Scaling group or an ECS service feeds (they say
-    what runs there). Counted: non-sticky groups tagged inference (FLEET001 needs "several
-    targets"). Instances read: untagged groups of target type ``instance`` that a load
-    balancer uses (an EC2 instance registered by id may be a GPU instance or start vLLM);
-    nothing reaches the targets of a group no load balancer uses."""
+    what runs there). Counted: groups tagged inference (their replica bound decides whether
+    rules about spreading sessions apply). Instances read: untagged groups of target type
+    ``instance`` that a load balancer uses (an EC2 instance registered by id may start an LLM
+    server); nothing reaches the targets of a group no load balancer uses, nor of one tagged
+    ``role=other``."""
     fed = {t for f in model.fleets for t in f.target_group_ids} | {
         t for s in model.services for t in s.target_group_ids
     }
@@ -401,11 +403,10 @@ def _target_reads(model: Model) -> dict[str, tuple[list, list]]:
     for tg in model.target_groups:
         if tg.id in fed:
             continue
-        tagged = B.tags_to_dict(tg.tags).get(ROLE_TAG, "").strip().lower()
-        if tagged == "inference":
-            if tg.settings.sticky is False:
-                out.setdefault(tg.location.region, ([], []))[0].append(tg)
-        elif tg.settings.target_type == "instance" and tg.load_balancer_ids:
+        tagged = role_of(B.tags_to_dict(tg.tags).get(ROLE_TAG))
+        if tagged == ROLE_INFERENCE:
+            out.setdefault(tg.location.region, ([], []))[0].append(tg)
+        elif tagged is None and tg.settings.target_type == "instance" and tg.load_balancer_ids:
             out.setdefault(tg.location.region, ([], []))[1].append(tg)
     return out
 

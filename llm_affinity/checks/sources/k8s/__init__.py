@@ -21,10 +21,10 @@ read and what each annotation means.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from ...assemble import finish
-from ...model import Alarm, Model
+from ...model import Alarm, Model, Unresolved
 from ..manifests import KubeObject
 from .bindings import build_bindings
 from .ingress import build_ingresses
@@ -65,9 +65,26 @@ def model_from_objects(objects: Iterable[KubeObject]) -> Model:
     build_bindings(cat, model.workloads, model)
     for rule in cat.of("PrometheusRule"):
         model.alarms.append(Alarm(**common(rule), watches=_alert_expressions(rule)))
+    _bound_target_groups(model)
     finish(model)
     model.resources_checked = len(objects)
     return model
+
+
+def _bound_target_groups(model: Model) -> None:
+    """A target group's replica bound: the pods of the workloads its Service selects (each
+    workload's autoscaler ceiling, else spec.replicas). Target groups with no workload behind
+    them keep ``None``: :func:`~...replicas.derive` makes them unknown."""
+    for tg in model.target_groups:
+        total: Any = 0
+        for workload in model.workloads_for(tg):
+            bound = workload.max_replicas
+            if not isinstance(bound, int) or isinstance(bound, bool):
+                total = bound if isinstance(bound, Unresolved) else Unresolved("replicas not a number")
+                break
+            total += bound
+        if model.workloads_for(tg):
+            tg.max_replicas = total
 
 
 def _alert_expressions(rule: KubeObject) -> list[str]:
