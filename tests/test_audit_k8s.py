@@ -7,6 +7,7 @@ import audit_fixtures as F
 import pytest
 from moto import mock_aws
 
+from llm_affinity.checks.rules.common import name, set_in
 from llm_affinity.checks.runner import evaluate
 from llm_affinity.checks.sources import aws
 from llm_affinity.checks.sources.aws import build as B
@@ -50,10 +51,10 @@ def test_findings_name_the_ingress_and_the_service_and_give_kubernetes_fixes(acc
         "(alb.ingress.kubernetes.io/target-group-attributes on the Ingress (or its backend Service))"
     )
     assert ingress.remediation == ingress.rule.kubernetes_remediation
-    service = by_resource[("NLB001", nlb_tg)]
-    assert "(Kubernetes Service llm/sglang port 443 in cluster prod)" in service.message
-    assert "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes on the Service" in service.message
-    assert service.remediation == service.rule.kubernetes_remediation
+    (model,) = result.models
+    [live] = [t for t in model.target_groups if t.id == nlb_tg]
+    assert name(live) == f"{nlb_tg} (Kubernetes Service llm/sglang port 443 in cluster prod)"
+    assert set_in(live) == " (service.beta.kubernetes.io/aws-load-balancer-target-group-attributes on the Service)"
     untagged = by_resource[("ALB001", plain)]  # a target group nobody tagged: AWS words, as before
     assert untagged.message == (
         f"target group {plain} has stickiness enabled but load_balancing.cross_zone.enabled=false; "
