@@ -28,7 +28,7 @@ from ...model import Alarm, Model, Unresolved
 from ..manifests import KubeObject
 from .bindings import build_bindings
 from .ingress import build_ingresses
-from .objects import WORKLOAD_KINDS, Catalog, common
+from .objects import WORKLOAD_KINDS, Catalog, Pods, common
 from .routers import inference_pool, production_stack_router, router_container
 from .services import build_nlb, handled_as_nlb
 from .workloads import build_workload
@@ -48,10 +48,11 @@ def model_from_objects(objects: Iterable[KubeObject]) -> Model:
                 routers.append((obj, container))
             else:
                 model.workloads.append(build_workload(obj, cat))
+    pods = Pods(model.workloads)
     for obj, container in routers:
-        model.routers.append(production_stack_router(obj, container, cat, model.workloads))
+        model.routers.append(production_stack_router(obj, container, cat, pods))
     for pool in cat.of("InferencePool"):
-        model.routers.append(inference_pool(pool, model.workloads))
+        model.routers.append(inference_pool(pool, pods))
     by_id = {w.id: w for w in model.workloads}  # unique: copies of one object get distinct ids
     for router in model.routers:
         for engine in router.engine_ids:
@@ -60,9 +61,9 @@ def model_from_objects(objects: Iterable[KubeObject]) -> Model:
     for service in cat.of("Service"):
         how = handled_as_nlb(service)
         if how is not None:
-            build_nlb(service, how, model.workloads, model)
-    build_ingresses(cat, model.workloads, model)
-    build_bindings(cat, model.workloads, model)
+            build_nlb(service, how, pods, model)
+    build_ingresses(cat, pods, model)
+    build_bindings(cat, pods, model)
     for rule in cat.of("PrometheusRule"):
         model.alarms.append(Alarm(**common(rule), watches=_alert_expressions(rule)))
     _bound_target_groups(model)

@@ -10,14 +10,14 @@ their target group is already modelled from the Ingress or Service (``kubectl ge
 from __future__ import annotations
 
 from ... import normalize as N
-from ...model import UNKNOWN, KubeOrigin, Model, TargetGroup, Unresolved, Workload
-from .objects import Catalog, location, suppressions_of, tags_of
+from ...model import UNKNOWN, KubeOrigin, Model, TargetGroup, Unresolved
+from .objects import Catalog, Pods, location, suppressions_of, tags_of
 from .services import backend, selected_workloads
 
 _CONTROLLER_LABELS = ("ingress.k8s.aws/", "service.k8s.aws/")
 
 
-def build_bindings(cat: Catalog, workloads: list[Workload], model: Model) -> None:
+def build_bindings(cat: Catalog, pods: Pods, model: Model) -> None:
     for tgb in cat.of("TargetGroupBinding"):
         if any(key.startswith(_CONTROLLER_LABELS) for key in tgb.labels):
             continue
@@ -45,6 +45,6 @@ def build_bindings(cat: Catalog, workloads: list[Workload], model: Model) -> Non
                 backend=backend(service, f"Service {tgb.ns}/{ref.get('name')}", Unresolved("set on the target group")),
             )
         )
-        for w in selected_workloads(service, workloads):
+        for w in selected_workloads(service, pods):
             if tg_id not in w.target_group_ids:
                 w.target_group_ids.append(tg_id)

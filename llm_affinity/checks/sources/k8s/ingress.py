@@ -35,7 +35,6 @@ from ...model import (
     Resource,
     TargetGroup,
     Unresolved,
-    Workload,
 )
 from ..manifests import KubeObject
 from .annotations import (
@@ -51,7 +50,7 @@ from .annotations import (
     parse_json,
     string_map,
 )
-from .objects import Catalog, location, suppressions_of, tags_of
+from .objects import Catalog, Pods, location, suppressions_of, tags_of
 from .services import backend, selected_workloads
 
 USE_ANNOTATION = "use-annotation"
@@ -96,12 +95,12 @@ def ingress_class(ing: KubeObject, cat: Catalog) -> tuple[str, KubeObject | None
     return "alb", params, None
 
 
-def build_ingresses(cat: Catalog, workloads: list[Workload], model: Model) -> None:
+def build_ingresses(cat: Catalog, pods: Pods, model: Model) -> None:
     groups: dict[str, _Group] = {}
     for ing in cat.of("Ingress"):
         verdict, params, unknown_class = ingress_class(ing, cat)
         if verdict == "unknown":
-            _undecided(ing, unknown_class, cat, workloads, model)
+            _undecided(ing, unknown_class, cat, pods, model)
             continue
         if verdict != "alb":
             continue
@@ -112,7 +111,7 @@ def build_ingresses(cat: Catalog, workloads: list[Workload], model: Model) -> No
         group.members.append(_Member(ing, params, order if isinstance(order, int) else 0))
     for group in groups.values():
         group.members.sort(key=lambda m: (m.order, m.ingress.ns, m.ingress.name))
-        _GroupBuilder(group, cat, workloads, model).build()
+        _GroupBuilder(group, cat, pods, model).build()
 
 
 def _param(params: KubeObject | None, *path: str) -> Any:
@@ -122,13 +121,13 @@ def _param(params: KubeObject | None, *path: str) -> Any:
     return value
 
 
-def _undecided(ing: KubeObject, name: str | None, cat: Catalog, workloads: list[Workload], model: Model) -> None:
+def _undecided(ing: KubeObject, name: str | None, cat: Catalog, pods: Pods, model: Model) -> None:
     """An Ingress of a class that is not among the inputs: remember the workloads behind it, so
     FLEET001 can list it as unknown when they serve an LLM."""
     behind: list[Any] = []
     for svc_name, _ in _backends(ing):
         service = cat.find("Service", ing.ns, svc_name, ing)
-        behind += [w.id for w in selected_workloads(service, workloads) if w.id not in behind]
+        behind += [w.id for w in selected_workloads(service, pods) if w.id not in behind]
     if behind:
         resource = Resource(id=ing.ident, location=location(ing), kube=KubeOrigin(ing.label, "ingress", object=True))
         model.unknown_fronts.append(
@@ -166,10 +165,10 @@ def _backends(ing: KubeObject) -> list[tuple[str, Any]]:
 class _GroupBuilder:
     """One ALB: its load balancer, listeners, the target groups and forwards of every member."""
 
-    def __init__(self, group: _Group, cat: Catalog, workloads: list[Workload], model: Model):
+    def __init__(self, group: _Group, cat: Catalog, pods: Pods, model: Model):
         self.group = group
         self.cat = cat
-        self.workloads = workloads
+        self.pods = pods
         self.model = model
         self.first = group.members[0]
         self.lb_id = group.name
@@ -348,7 +347,7 @@ class _GroupBuilder:
         )
         self.tgs[tg_id] = tg
         self.model.target_groups.append(tg)
-        for w in selected_workloads(service, self.workloads):
+        for w in selected_workloads(service, self.pods):
             if tg_id not in w.target_group_ids:
                 w.target_group_ids.append(tg_id)
         return tg

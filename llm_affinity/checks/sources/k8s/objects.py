@@ -38,6 +38,8 @@ class Catalog:
         self.by_kind: dict[str, list[KubeObject]] = {}
         self.by_name: dict[tuple[str, str, str], list[KubeObject]] = {}
         self.autoscalers: list[KubeObject] = []
+        #: (namespace, target name) → the autoscalers whose scaleTargetRef names it
+        self.scaling: dict[tuple[str, str], list[KubeObject]] = {}
         objects = list(objects)
         seen = collections.Counter((o.group, o.kind, o.ns, o.name) for o in objects)
         objects = [
@@ -51,6 +53,9 @@ class Catalog:
                 self.by_name.setdefault((obj.kind, obj.ns, obj.name), []).append(obj)
             elif _scales(obj):
                 self.autoscalers.append(obj)
+                target = obj.spec["scaleTargetRef"].get("name")
+                if isinstance(target, str):
+                    self.scaling.setdefault((obj.ns, target), []).append(obj)
 
     def of(self, kind: str) -> list[KubeObject]:
         return self.by_kind.get(kind, [])
@@ -116,6 +121,24 @@ def common(obj: KubeObject, label: str | None = None, **kube: Any) -> dict[str, 
         "suppressions": suppressions_of(obj),
         "kube": KubeOrigin(label=label or obj.label, object=True, **kube),
     }
+
+
+class Pods:
+    """The workloads read, by namespace: every selector (a Service's, a router's, a pool's)
+    looks in one namespace, so linking stays linear in the number of objects."""
+
+    def __init__(self, workloads: Iterable[Any]):
+        self.by_namespace: dict[str, list[Any]] = {}
+        for w in workloads:
+            self.by_namespace.setdefault(w.namespace, []).append(w)
+
+    def in_namespace(self, namespace: str) -> list[Any]:
+        return self.by_namespace.get(namespace, [])
+
+    def selected(self, namespace: str, selector: dict[str, str], near_file: str | None) -> list[Any]:
+        """Workloads whose pods an equality selector picks (an empty one picks none)."""
+        found = [w for w in self.in_namespace(namespace) if selects(selector, w.pod_labels)]
+        return one_copy_each(found, near_file)
 
 
 def one_copy_each(workloads: list[Any], near_file: str | None) -> list[Any]:

@@ -22,7 +22,7 @@ from ....common.definitions import PRODUCTION_STACK_ROUTER as PRODUCTION_STACK
 from ...model import Router, Unresolved, Workload
 from ..manifests import KubeObject
 from .annotations import equality_selector
-from .objects import Catalog, common, label_selector, one_copy_each, selects
+from .objects import Catalog, Pods, common, label_selector, one_copy_each
 from .workloads import autoscaler_max, command_line, containers, pod_templates, replicas_of
 
 _ROUTER_IMAGE = re.compile(r"lmstack-router|vllm-router|production-stack[\w./-]*router", re.IGNORECASE)
@@ -66,11 +66,11 @@ def arguments(container: dict) -> dict[str, Any]:
     return out
 
 
-def production_stack_router(obj: KubeObject, container: dict, cat: Catalog, workloads: list[Workload]) -> Router:
+def production_stack_router(obj: KubeObject, container: dict, cat: Catalog, pods: Pods) -> Router:
     args = arguments(container)
     logic = args.get("--routing-logic")
     key = args.get("--session-key")
-    engines, elsewhere = _engines(obj, args, cat, workloads)
+    engines, elsewhere = _engines(obj, args, cat, pods)
     ceiling, _ = autoscaler_max(obj, cat)
     replicas = replicas_of(obj)
     return Router(
@@ -84,7 +84,7 @@ def production_stack_router(obj: KubeObject, container: dict, cat: Catalog, work
     )
 
 
-def _engines(obj: KubeObject, args: dict[str, Any], cat: Catalog, workloads: list[Workload]) -> tuple[list, Any]:
+def _engines(obj: KubeObject, args: dict[str, Any], cat: Catalog, pods: Pods) -> tuple[list, Any]:
     """(engine workloads among the inputs, engines it names that are not: a count or Unresolved)."""
     discovery = args.get("--service-discovery")
     if discovery == "static":
@@ -94,7 +94,7 @@ def _engines(obj: KubeObject, args: dict[str, Any], cat: Catalog, workloads: lis
         for url in backends:
             host = (urlsplit(url if "//" in url else f"http://{url}").hostname or "").split(".")
             service = cat.find("Service", host[1] if len(host) > 1 and host[1] != "svc" else obj.ns, host[0], obj)
-            selected = _selected_by_service(service, workloads) if service is not None else []
+            selected = _selected_by_service(service, pods)
             found += [w for w in selected if w not in found]
             missing += 0 if selected else 1
         return found, missing
@@ -108,23 +108,20 @@ def _engines(obj: KubeObject, args: dict[str, Any], cat: Catalog, workloads: lis
         found = []
         for service in cat.of("Service"):
             if service.ns == namespace and all(service.labels.get(k) == v for k, v in selector.items()):
-                found += [w for w in _selected_by_service(service, workloads) if w not in found]
+                found += [w for w in _selected_by_service(service, pods) if w not in found]
         return found, 0 if found else Unresolved("no Service matching --k8s-label-selector among the inputs")
-    found = [
-        w for w in workloads if w.namespace == namespace and all(w.pod_labels.get(k) == v for k, v in selector.items())
-    ]
+    found = [w for w in pods.in_namespace(namespace) if all(w.pod_labels.get(k) == v for k, v in selector.items())]
+    found = one_copy_each(found, obj.file)
     return found, 0 if found else Unresolved("no pods matching --k8s-label-selector among the inputs")
 
 
-def _selected_by_service(service: KubeObject | None, workloads: list[Workload]) -> list[Workload]:
+def _selected_by_service(service: KubeObject | None, pods: Pods) -> list[Workload]:
     if service is None:
         return []
-    selector = label_selector(service.spec.get("selector")) or {}
-    found = [w for w in workloads if w.namespace == service.ns and selects(selector, w.pod_labels)]
-    return one_copy_each(found, service.file)
+    return pods.selected(service.ns, label_selector(service.spec.get("selector")) or {}, service.file)
 
 
-def inference_pool(obj: KubeObject, workloads: list[Workload]) -> Router:
+def inference_pool(obj: KubeObject, pods: Pods) -> Router:
     """An InferencePool: ``spec.selector`` is a LabelSelector in ``inference.networking.k8s.io/v1``
     and a flat label map in ``inference.networking.x-k8s.io/v1alpha2``."""
     selector = label_selector(obj.spec.get("selector"))
@@ -132,9 +129,7 @@ def inference_pool(obj: KubeObject, workloads: list[Workload]) -> Router:
         engines: list[Workload] = []
         elsewhere: Any = Unresolved("the pool's selector has matchExpressions")
     else:
-        engines = one_copy_each(
-            [w for w in workloads if w.namespace == obj.ns and selects(selector, w.pod_labels)], obj.file
-        )
+        engines = pods.selected(obj.ns, selector, obj.file)
         elsewhere = 0 if engines else Unresolved("no pods matching the pool's selector among the inputs")
     return Router(
         **common(obj),

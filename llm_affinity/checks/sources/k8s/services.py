@@ -33,19 +33,17 @@ from ...model import (
 )
 from ..manifests import KubeObject
 from .annotations import NLB, NLB_CLASSES, SVC, string_list, string_map
-from .objects import label_selector, location, one_copy_each, selects, suppressions_of, tags_of
+from .objects import Pods, label_selector, location, suppressions_of, tags_of
 
 AMBIGUOUS = "ambiguous"
 CONTROLLER = "controller"
 
 
-def selected_workloads(service: KubeObject | None, workloads: list[Workload]) -> list[Workload]:
+def selected_workloads(service: KubeObject | None, pods: Pods) -> list[Workload]:
     """Workloads whose pods the Service selects (same namespace, every selector label)."""
     if service is None:
         return []
-    selector = label_selector(service.spec.get("selector")) or {}
-    found = [w for w in workloads if w.namespace == service.ns and selects(selector, w.pod_labels)]
-    return one_copy_each(found, service.file)
+    return pods.selected(service.ns, label_selector(service.spec.get("selector")) or {}, service.file)
 
 
 def backend(service: KubeObject | None, name: str, client_ip: Any) -> KubeBackend:
@@ -82,7 +80,7 @@ def handled_as_nlb(service: KubeObject) -> str | None:
     return None
 
 
-def build_nlb(service: KubeObject, how: str, workloads: list[Workload], model: Model) -> None:
+def build_nlb(service: KubeObject, how: str, pods: Pods, model: Model) -> None:
     """The NLB of one Service: its load balancer, a listener and a target group per port."""
     notes = service.annotations
     lb_id = f"{service.ns}/{service.name}{service.alias}"
@@ -102,7 +100,7 @@ def build_nlb(service: KubeObject, how: str, workloads: list[Workload], model: M
     )
     target_type = "ip" if notes.get(SVC + "aws-load-balancer-type", "").strip() == "nlb-ip" else "instance"
     target_type = notes.get(NLB + "nlb-target-type", target_type).strip().lower() or target_type
-    selected = selected_workloads(service, workloads)
+    selected = selected_workloads(service, pods)
     ports = service.spec.get("ports")
     for port in ports if isinstance(ports, list) else []:
         if not isinstance(port, dict) or port.get("port") is None:

@@ -255,10 +255,8 @@ def autoscaler_max(obj: KubeObject, cat: Catalog) -> tuple[Any, str | None]:
     (None, None). Several: the highest ceiling."""
     best: Any = None
     name: str | None = None
-    for scaler in cat.autoscalers:
-        ref = scaler.spec.get("scaleTargetRef")
-        if scaler.ns != obj.ns or not isinstance(ref, dict) or ref.get("name") != obj.name:
-            continue
+    for scaler in cat.scaling.get((obj.ns, obj.name), []):
+        ref = scaler.spec["scaleTargetRef"]
         if ref.get("kind", "Deployment" if scaler.kind == "ScaledObject" else None) != obj.kind:
             continue
         if "maxReplicas" in scaler.spec:
