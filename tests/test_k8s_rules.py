@@ -245,3 +245,54 @@ def test_messages_in_kubernetes_words():
         "pods (Deployment llm/engine): each turn of a session goes to the next engine, whose prefix cache does not "
         "hold the conversation"
     ]
+
+
+def _annotated(tmp_path, where: str, annotations: dict) -> list:
+    """FLEET001_fail with annotations added to one of its objects (by kind)."""
+    import yaml
+
+    docs = [d for d in yaml.safe_load_all((K8S_FIXTURES / "FLEET001_fail.yaml").read_text()) if d]
+    for doc in docs:
+        if doc["kind"] == where:
+            doc["metadata"].setdefault("annotations", {}).update(annotations)
+    path = tmp_path / "app.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    return lint_paths([str(path)])
+
+
+def test_ignore_annotations_suppress_with_their_reason_once(tmp_path):
+    report = _annotated(
+        tmp_path, "Ingress", {"llm-affinity/ignore": "FLEET001", "llm-affinity/ignore-reason": "canary"}
+    )
+    assert [(f.rule.id, f.resource.location.resource_id, f.reason) for f in report.suppressed] == [
+        ("FLEET001", ING, "canary")
+    ]
+    assert not report.findings
+    report = _annotated(tmp_path, "Ingress", {"llm-affinity/ignore": "FLEET001 ALB010"})
+    assert sorted((f.rule.id, f.resource.location.resource_id, f.message) for f in report.findings) == [
+        ("SUP001", ING, "suppression of ALB010 on Ingress llm/chat has no reason"),
+        ("SUP001", ING, "suppression of FLEET001 on Ingress llm/chat has no reason"),
+    ]
+
+
+def test_role_annotations(tmp_path):
+    """llm-affinity/role: other silences the workload (recorded under suppressed, FLEET001);
+    llm-affinity/role: inference makes a GPU container naming no LLM server judged."""
+    report = _annotated(
+        tmp_path, "Deployment", {"llm-affinity/role": "other", "llm-affinity/role-reason": "a reranker"}
+    )
+    assert not report.findings and not report.unknown
+    assert [(f.rule.id, f.resource.location.resource_id, f.reason) for f in report.suppressed] == [
+        ("FLEET001", DEP, "a reranker")
+    ]
+    report = lint_paths([str(K8S_FIXTURES / "FLEET003_unknown.yaml")])
+    assert [u.value.split(":")[0] for u in report.unknown] == ["serving role unknown"]
+    import yaml
+
+    docs = [d for d in yaml.safe_load_all((K8S_FIXTURES / "FLEET003_unknown.yaml").read_text()) if d]
+    docs[0]["spec"]["template"]["metadata"]["annotations"] = {"llm-affinity/role": "inference"}
+    path = tmp_path / "tagged.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    report = lint_paths([str(path)])
+    assert [(f.rule.id, f.resource.location.resource_id) for f in report.findings] == [("FLEET003", DEP)]
+    assert not report.unknown
