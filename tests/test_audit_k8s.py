@@ -46,8 +46,9 @@ def test_findings_name_the_ingress_and_the_service_and_give_kubernetes_fixes(acc
     by_resource = {(f.rule.id, f.resource.id): f for f in report.findings}
     ingress = by_resource[("ALB001", tg)]
     assert ingress.message == (
-        f"target group {tg} (Kubernetes Ingress llm/chat, target group llm/chat-vllm:8000 in cluster prod) has "
-        "stickiness enabled but load_balancing.cross_zone.enabled=false; stickiness is not applied with cross-zone off "
+        f"target group {tg} (Kubernetes Ingress llm/chat, target group llm/chat-vllm:8000 in cluster prod) enables "
+        "stickiness with load_balancing.cross_zone.enabled=false: AWS rejects enabling stickiness while cross-zone load "
+        "balancing is off, so the AWS Load Balancer Controller cannot apply it (the object is not reconciled) "
         "(alb.ingress.kubernetes.io/target-group-attributes on the Ingress (or its backend Service))"
     )
     assert ingress.remediation == ingress.rule.kubernetes_remediation
@@ -57,8 +58,8 @@ def test_findings_name_the_ingress_and_the_service_and_give_kubernetes_fixes(acc
     assert set_in(live) == " (service.beta.kubernetes.io/aws-load-balancer-target-group-attributes on the Service)"
     untagged = by_resource[("ALB001", plain)]  # a target group nobody tagged: AWS words, as before
     assert untagged.message == (
-        f"target group {plain} has stickiness enabled but load_balancing.cross_zone.enabled=false; "
-        "stickiness is not applied with cross-zone off"
+        f"target group {plain} enables stickiness with load_balancing.cross_zone.enabled=false: AWS rejects enabling "
+        "stickiness while cross-zone load balancing is off, so the deployment fails"
     )
     assert untagged.remediation == untagged.rule.remediation
 

@@ -224,8 +224,9 @@ def test_messages_in_kubernetes_words():
         return [f.message for f in lint_paths([str(K8S_FIXTURES / f"{name}.yaml")]).findings]
 
     assert messages("ALB001_fail") == [
-        "target group llm/chat-vllm:8000 (Ingress llm/chat → Service llm/vllm:8000) has stickiness enabled but "
-        "load_balancing.cross_zone.enabled=false; stickiness is not applied with cross-zone off "
+        "target group llm/chat-vllm:8000 (Ingress llm/chat → Service llm/vllm:8000) enables stickiness with "
+        "load_balancing.cross_zone.enabled=false: AWS rejects enabling stickiness while cross-zone load balancing is "
+        "off, so the AWS Load Balancer Controller cannot apply it (the object is not reconciled) "
         "(alb.ingress.kubernetes.io/target-group-attributes on Ingress llm/chat)"
     ]
     assert messages("FLEET001_fail") == [

@@ -303,3 +303,38 @@ def test_template_targets_and_registered_instances_give_identical_models(
     if kind.startswith("t3") or kind.startswith("m5"):  # user data decides: read on both sides
         hosts = live.instances_for(live.target_groups[0])
         assert [h.user_data for h in hosts] == [user_data or None] * count
+
+
+def test_target_control_port_reads_the_same_from_a_template_and_an_api_answer(tmp_path):
+    """TargetControlPort (the ALB target optimizer) is a CreateTargetGroup parameter and a
+    DescribeTargetGroups field, not an attribute. moto 5.2.5 accepts it but never returns it,
+    so the API side is the DescribeTargetGroups shape botocore documents."""
+    from llm_affinity.checks.sources.aws import build as B
+
+    path = tmp_path / "t.json"
+    path.write_text(
+        json.dumps(
+            {
+                "Resources": {
+                    "Tg": {
+                        "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                        "Properties": {"Protocol": "HTTP", "Port": 8000, "TargetType": "ip", "TargetControlPort": 3000},
+                    }
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
+    (template,) = load_paths([str(path)]).models
+    answer = {
+        "TargetGroupArn": "arn:tg",
+        "Protocol": "HTTP",
+        "Port": 8000,
+        "TargetType": "ip",
+        "TargetControlPort": 3000,
+    }
+    live = B.build_target_group(answer, {}, {}, "us-east-1")
+    assert live.settings == template.target_groups[0].settings
+    assert live.settings.target_control_port == 3000
+    plain = B.build_target_group({k: v for k, v in answer.items() if k != "TargetControlPort"}, {}, {}, "us-east-1")
+    assert plain.settings.target_control_port is None

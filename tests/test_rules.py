@@ -17,7 +17,7 @@ from llm_affinity.checks.runner import evaluate
 
 RULE_IDS = [r.id for r in all_rules()]
 EXPECTED_IDS = (
-    [f"ALB{n:03d}" for n in range(1, 12)]
+    [f"ALB{n:03d}" for n in range(1, 13)]
     + [f"NLB{n:03d}" for n in range(1, 4)]
     + [f"FLEET{n:03d}" for n in range(1, 9)]
     + [f"K8S{n:03d}" for n in range(1, 5)]
@@ -54,23 +54,25 @@ EXPECTED = {
     "ALB010_pass": ({("FLEET005", "Tg"): 1}, [("FLEET001", "Tg", _N)]),
     "ALB011_fail": ({("ALB011", "ShortAppCookie"): 1, ("ALB011", "ShortLbCookie"): 1}, []),
     "ALB011_pass": ({}, []),
+    "ALB012_fail": ({("ALB012", "Tg"): 1}, []),
+    "ALB012_pass": ({("FLEET001", "Optimized"): 1}, []),
     "FLEET001_fail": (
-        {("FLEET001", "Tg"): 1, ("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2},
+        {("FLEET001", "Tg"): 1, ("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 1},
         [],
     ),
-    "FLEET001_pass": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
+    "FLEET001_pass": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 1}, []),
     "FLEET002_fail": ({("FLEET002", "Tg"): 1, ("FLEET005", "Tg"): 1}, [("FLEET001", "Tg", _N)]),
     "FLEET002_pass": ({("FLEET004", "Tg"): 1, ("FLEET005", "Tg"): 1}, []),
     "FLEET003_fail": ({("FLEET003", "Lt"): 1}, []),
     "FLEET003_pass": ({}, []),
     "FLEET004_fail": ({("FLEET004", "Tg"): 1, ("FLEET005", "Tg"): 1}, []),
     "FLEET004_pass": ({("FLEET005", "Tg"): 1}, []),
-    "FLEET005_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
-    "FLEET005_pass": ({("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
+    "FLEET005_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 1}, []),
+    "FLEET005_pass": ({("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 1}, []),
     "FLEET006_fail": ({("FLEET004", "Tg"): 1, ("FLEET005", "Tg"): 1, ("FLEET006", "Tg"): 1}, []),
     "FLEET006_pass": ({("FLEET004", "Tg"): 1, ("FLEET005", "Tg"): 1}, []),
-    "FLEET007_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
-    "FLEET007_pass": ({("FLEET005", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
+    "FLEET007_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 1}, []),
+    "FLEET007_pass": ({("FLEET005", "Asg"): 1, ("FLEET008", "Asg"): 1}, []),
     "FLEET008_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 1}, []),
     "FLEET008_pass": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1}, []),
     "GW001_fail": ({("GW001", "Gateway"): 1}, []),
@@ -83,10 +85,10 @@ EXPECTED = {
     "GW004_pass": ({("FLEET004", "Tg"): 1, ("FLEET005", "Tg"): 1}, []),
     "NLB001_fail": ({("NLB001", "Tg"): 1}, []),
     "NLB001_pass": ({}, []),
-    "NLB002_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2, ("NLB002", "Tg"): 1}, []),
-    "NLB002_pass": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
-    "NLB003_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2, ("NLB003", "Tg"): 1}, []),
-    "NLB003_pass": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 2}, []),
+    "NLB002_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 1, ("NLB002", "Tg"): 1}, []),
+    "NLB002_pass": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 1}, []),
+    "NLB003_fail": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 1, ("NLB003", "Tg"): 1}, []),
+    "NLB003_pass": ({("FLEET005", "Asg"): 1, ("FLEET007", "Asg"): 1, ("FLEET008", "Asg"): 1}, []),
     "SUP001_fail": ({("SUP001", "Tg"): 1}, [], [("ALB003", "Tg")]),
     "SUP001_pass": ({}, [], [("ALB003", "Tg")]),
 }
@@ -158,6 +160,7 @@ def test_severities_match_rules_md():
         "ALB009": "warning",
         "ALB010": "info",
         "ALB011": "warning",
+        "ALB012": "warning",
         "NLB002": "warning",
         "NLB003": "warning",
         "FLEET001": "warning",

@@ -227,6 +227,8 @@ class TargetGroupSettings:
     algorithm: Any  # round_robin | least_outstanding_requests | weighted_random
     anomaly_mitigation: Any  # "on" | "off"
     deregistration_delay: Any  # int seconds
+    #: ``TargetControlPort``: the ALB target optimizer's port (int), or None (not used).
+    target_control_port: Any = None
 
     @property
     def cookie_duration(self) -> Any:

@@ -11,7 +11,8 @@ the template. Register it next to cdk-nag 3's packs:
 Violations are named `LlmAffinity::<rule id>`; acknowledge one with
 `llm_affinity.constructs.suppress(construct, "ALB003", reason)`, which also writes the template
 metadata `lint` honours (so the finding is suppressed in both places, with its reason).
-Severities map 1:1 (error/warning/info). Errors fail synth; by default warnings fail it too
+Severities map 1:1 (error/warning/info), finding by finding (a finding may sit below its rule's
+severity: docs/contract.md). Errors fail synth; by default warnings fail it too
 (the CLI's `--fail-on warning` default): pass `fail_on="error"` to let them through. Every run
 also reports one info entry, `LlmAffinity::Checked`, with what was checked (see `_summary`).
 """
@@ -77,14 +78,17 @@ class LlmAffinityChecks:
         report = lint_paths(paths, ignore=self._ignore, settings=self._settings)
         threshold = None if self._fail_on == "never" else SEVERITY_RANK[self._fail_on]
 
-        grouped: dict[str, list] = {}
+        # one violation per rule and severity: a finding may sit below its rule's severity
+        # (ALB009, ALB010, FLEET008 are info on a one-replica fleet), and fail_on judges findings
+        grouped: dict[tuple[str, int], list] = {}
         for f in report.findings:
-            grouped.setdefault(f.rule.id, []).append(f)
+            grouped.setdefault((f.rule.id, -SEVERITY_RANK[f.severity]), []).append(f)
         violations: list[PolicyViolation] = []
         failed = False
-        for rule_id, findings in sorted(grouped.items()):
+        for (rule_id, _), findings in sorted(grouped.items()):
             rule = findings[0].rule
-            if threshold is not None and SEVERITY_RANK[rule.severity] >= threshold:
+            severity = findings[0].severity
+            if threshold is not None and SEVERITY_RANK[severity] >= threshold:
                 failed = True
             resources = []
             for f in findings:
@@ -103,10 +107,10 @@ class LlmAffinityChecks:
                     fix=f"{rule.remediation} ({rule.docs})" if getattr(rule, "docs", None) else rule.remediation,
                     # CDK fails synth on "error"/"fatal"; a warning we want to fail on is raised to error.
                     severity="error"
-                    if (threshold is not None and SEVERITY_RANK[rule.severity] >= threshold)
-                    else ("warning" if rule.severity != "info" else "info"),
+                    if (threshold is not None and SEVERITY_RANK[severity] >= threshold)
+                    else ("warning" if severity != "info" else "info"),
                     violating_resources=resources,
-                    rule_metadata={"llm-affinity:severity": rule.severity},
+                    rule_metadata={"llm-affinity:severity": severity},
                 )
             )
         for err in report.errors:

@@ -216,7 +216,15 @@ def target_group(props: dict) -> TargetGroupSettings:
             "load_balancing.algorithm.anomaly_mitigation", lambda v, k: as_word(v, ON_OFF, k), "off"
         ),
         deregistration_delay=attrs.get("deregistration_delay.timeout_seconds", as_int, 300),
+        target_control_port=_optional_int(props.get("TargetControlPort", ABSENT), "TargetControlPort"),
     )
+
+
+def _optional_int(value: Any, what: str) -> Any:
+    """An integer property that may be absent (None), unresolved or invalid."""
+    if value is ABSENT or value is None:
+        return None
+    return as_int(value, what)
 
 
 def load_balancer(props: dict) -> LoadBalancerSettings:

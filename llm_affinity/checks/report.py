@@ -154,6 +154,7 @@ _RULE_KEYS_SHOWN = (
     "failure_mode",
     "failure_code",
     "inference_only",
+    "spreads_sessions",
     "rationale",
     "remediation",
     "kubernetes_remediation",
@@ -204,6 +205,12 @@ def render_rules_markdown(rules: Iterable[Rule]) -> str:
         "inference server). The AWS facts each rule rests on, with sources: [aws-facts.md](aws-facts.md).",
         "How findings, suppressions and unknown values are reported: [contract.md](contract.md).",
         "",
+        "Rules marked *spreads sessions* judge how an agent's turns spread across replicas: they never",
+        "fire where at most one replica can exist (the replica bound of [model.md](model.md): Auto",
+        "Scaling group MaxSize, ECS DesiredCount and Application Auto Scaling MaxCapacity, the",
+        "targets of a target group). ALB009, ALB010 and FLEET008 are reported at info severity on",
+        "such a fleet.",
+        "",
         f"{len(items)} rules.",
         "",
     ]
@@ -239,6 +246,7 @@ def render_rules_markdown(rules: Iterable[Rule]) -> str:
                 f"- Severity: {r['severity']}",
                 f"- Layer: {r['layer']}",
                 f"- Applies to: {'inference target groups and fleets only' if r.get('inference_only') else 'every matching resource'}",
+                f"- Spreads sessions: {'yes (silent where at most one replica can exist)' if r.get('spreads_sessions') else 'no'}",
                 f"- Failure mode: {_md_cell(r.get('failure_mode', ''))}",
             ]
             for key, value in r.items():

@@ -16,10 +16,13 @@ class Finding:
     resource: Resource
     message: str
     reason: str | None = None  # set on suppressed findings
+    #: The finding's own severity when it is lower than its rule's (see :class:`.rules.Hit`).
+    severity_override: str | None = None
 
     @property
     def severity(self) -> str:
-        return self.rule.severity
+        """This finding's severity: what every output and ``--fail-on`` use."""
+        return self.severity_override or self.rule.severity
 
     @property
     def remediation(self) -> str:
@@ -36,7 +39,7 @@ class Finding:
     def as_dict(self) -> dict[str, Any]:
         out = {
             "rule_id": self.rule.id,
-            "severity": self.rule.severity,
+            "severity": self.severity,
             "title": self.rule.title,
             "message": self.message,
             "resource": self.resource.location.as_dict(),
@@ -104,11 +107,13 @@ def evaluate(models: Sequence[Model], rules: Sequence[Rule] | None = None, setti
                         report.unknown.append(u)
                     continue
                 if result.when:
-                    result = Hit(result.resource, f"{result.message} (when {result.when})")
+                    result = Hit(result.resource, f"{result.message} (when {result.when})", None, result.severity)
                 loc = result.resource.location
                 hits.setdefault((loc.resource_type, loc.resource_id, loc.file, result.message), []).append(result)
             for group in hits.values():
-                finding = Finding(rule, group[0].resource, _with_variants(model, group))
+                finding = Finding(
+                    rule, group[0].resource, _with_variants(model, group), severity_override=_severity(rule, group)
+                )
                 if finding.key() in seen:
                     continue
                 seen.add(finding.key())
@@ -116,10 +121,21 @@ def evaluate(models: Sequence[Model], rules: Sequence[Rule] | None = None, setti
                 if sup is None:
                     report.findings.append(finding)
                 else:
-                    report.suppressed.append(Finding(rule, finding.resource, finding.message, sup.reason or ""))
+                    report.suppressed.append(
+                        Finding(rule, finding.resource, finding.message, sup.reason or "", finding.severity_override)
+                    )
     report.findings.sort(key=_order)
     report.suppressed.sort(key=_order)
     return report
+
+
+def _severity(rule: Rule, hits: list[Hit]) -> str | None:
+    """The severity of a finding made of ``hits`` (variants of one resource): the most severe
+    any of them carries, never above the rule's; None when that is the rule's own."""
+    ranks = [SEVERITY_RANK[h.severity] if h.severity in SEVERITY_RANK else SEVERITY_RANK[rule.severity] for h in hits]
+    rank = min(max(ranks), SEVERITY_RANK[rule.severity])
+    name = next(n for n, r in SEVERITY_RANK.items() if r == rank)
+    return None if name == rule.severity else name
 
 
 def _with_variants(model: Model, hits: list[Hit]) -> str:

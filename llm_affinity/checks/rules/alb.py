@@ -1,10 +1,11 @@
-"""Routing layer, Application Load Balancer (docs/rules.md ALB001–ALB011)."""
+"""Routing layer, Application Load Balancer (docs/rules.md ALB001–ALB012)."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
 from ..model import Forward, Listener, Model, TargetGroup
+from ..replicas import fronts_one_replica
 from .base import Hit, Result, Unknown, rule, settings_of
 from .common import (
     DOCS_ALB_CROSS_ZONE,
@@ -12,20 +13,23 @@ from .common import (
     DOCS_ALB_STICKY,
     DOCS_ALB_TG,
     MAX_STICKY_SECONDS,
+    ONE_REPLICA_SEVERITY,
     inference_albs,
-    inference_target_groups,
     invalid,
     is_kube,
     name,
-    one_replica_at_most,
     rejected,
     set_in,
+    spreading_target_groups,
     unresolved,
     when,
 )
 
 ALB_DOCS_ATTRS = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/application-load-balancers.html#load-balancer-attributes"
 ALB_DOCS_LOGS = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/enable-access-logging.html"
+ALB_DOCS_OPTIMIZER = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-target-groups.html#target-optimizer"
+#: Appended to ALB009/ALB010 messages lowered to info.
+ONE_REPLICA_NOTE = " (info: it fronts fleets that can hold one replica)"
 
 
 @rule(
@@ -33,10 +37,12 @@ ALB_DOCS_LOGS = "https://docs.aws.amazon.com/elasticloadbalancing/latest/applica
     title="Stickiness enabled with cross-zone load balancing off",
     severity="error",
     layer="routing",
-    failure_mode="FM2: ALB stickiness on but not applied (cross-zone off)",
-    rationale="AWS: 'Target stickiness is not supported when cross-zone load balancing is off.' The "
-    "session is not pinned and every turn may recompute the prefix on another instance. "
-    "A load_balancing.cross_zone.enabled value the API rejects is reported here too.",
+    failure_mode="FM2: ALB stickiness with cross-zone off (AWS rejects it: the deployment fails)",
+    rationale="AWS: 'Sticky sessions are not supported if cross-zone load balancing is disabled. "
+    "Attempting to enable sticky sessions while cross-zone load balancing is disabled will fail.' "
+    "The stack update (or the ModifyTargetGroupAttributes call) fails, and until it is fixed the "
+    "target group keeps its old, non-sticky attributes. A load_balancing.cross_zone.enabled value "
+    "the API rejects is reported here too.",
     remediation="Set load_balancing.cross_zone.enabled to true (or use_load_balancer_configuration) on the target group.",
     kubernetes_remediation="Set load_balancing.cross_zone.enabled=true (or drop the key) in "
     "alb.ingress.kubernetes.io/target-group-attributes, on the Ingress or on the backend Service that overrides it.",
@@ -60,8 +66,14 @@ def alb001(model: Model) -> Iterator[Result]:
         elif s.cross_zone == "false":
             yield Hit(
                 tg,
-                f"target group {name(tg)} has stickiness enabled but load_balancing.cross_zone.enabled=false; "
-                f"stickiness is not applied with cross-zone off{set_in(tg)}",
+                f"target group {name(tg)} enables stickiness with load_balancing.cross_zone.enabled=false: "
+                "AWS rejects enabling stickiness while cross-zone load balancing is off, so the "
+                + (
+                    "AWS Load Balancer Controller cannot apply it (the object is not reconciled)"
+                    if is_kube(tg)
+                    else "deployment fails"
+                )
+                + set_in(tg),
             )
 
 
@@ -352,15 +364,17 @@ def alb008(model: Model) -> Iterator[Result]:
     failure_mode="OPS: long generations cut with 504",
     inference_only=True,
     rationale="A non-streaming generation that takes longer than the idle timeout (default 60 s) is cut "
-    "by the load balancer and the client sees a 504.",
+    "by the load balancer and the client sees a 504. Reported at info severity when the load "
+    "balancer fronts only fleets that can hold one replica.",
     remediation="Set idle_timeout.timeout_seconds to at least 120 (600 is a common choice for LLM serving).",
     kubernetes_remediation="alb.ingress.kubernetes.io/load-balancer-attributes: idle_timeout.timeout_seconds=600 on "
     "the Ingress (one Ingress of a group), or loadBalancerAttributes in its IngressClassParams.",
     docs=ALB_DOCS_ATTRS,
 )
 def alb009(model: Model) -> Iterator[Result]:
-    for lb, branch in inference_albs(model):
+    for lb, branch, fronted in inference_albs(model):
         value = lb.settings.idle_timeout
+        one = ONE_REPLICA_SEVERITY if fronts_one_replica(model, fronted) else None
         if unresolved(value):
             yield Unknown(lb, "idle_timeout.timeout_seconds")
         elif invalid(value):
@@ -369,8 +383,10 @@ def alb009(model: Model) -> Iterator[Result]:
             yield Hit(
                 lb,
                 f"load balancer {name(lb)} fronts inference with idle_timeout.timeout_seconds={value} (< 120)"
-                + set_in(lb, "load-balancer"),
+                + set_in(lb, "load-balancer")
+                + (ONE_REPLICA_NOTE if one else ""),
                 branch,
+                one,
             )
 
 
@@ -382,21 +398,28 @@ def alb009(model: Model) -> Iterator[Result]:
     failure_mode="SLI: session-to-instance stability cannot be measured",
     inference_only=True,
     rationale="Access logs record which target served each request; without them the share of a "
-    "session's turns that stayed on one instance cannot be measured.",
+    "session's turns that stayed on one instance cannot be measured (with one replica there is "
+    "only one instance to stay on; the finding is info either way).",
     remediation="Enable access_logs.s3.enabled with an S3 bucket the load balancer may write to.",
     kubernetes_remediation="alb.ingress.kubernetes.io/load-balancer-attributes: access_logs.s3.enabled=true,"
     "access_logs.s3.bucket=<bucket>,access_logs.s3.prefix=<prefix> on the Ingress.",
     docs=ALB_DOCS_LOGS,
 )
 def alb010(model: Model) -> Iterator[Result]:
-    for lb, branch in inference_albs(model):
+    for lb, branch, fronted in inference_albs(model):
         value = lb.settings.access_logs
+        one = ONE_REPLICA_SEVERITY if fronts_one_replica(model, fronted) else None
         if unresolved(value):
             yield Unknown(lb, "access_logs.s3.enabled")
         elif invalid(value):
             yield Hit(lb, rejected("access_logs.s3.enabled", value) + set_in(lb, "load-balancer"), branch)
         elif value is not True:
-            yield Hit(lb, f"load balancer {name(lb)} fronts inference without access logs", branch)
+            yield Hit(
+                lb,
+                f"load balancer {name(lb)} fronts inference without access logs" + (ONE_REPLICA_NOTE if one else ""),
+                branch,
+                one,
+            )
 
 
 @rule(
@@ -406,14 +429,19 @@ def alb010(model: Model) -> Iterator[Result]:
     layer="routing",
     failure_mode="FM1: affinity expires between an agent's turns",
     inference_only=True,
-    rationale="AWS documents that the Application Load Balancer resets the expiry of the cookies it "
-    "generates after every request, so the stickiness duration (stickiness.lb_cookie."
-    "duration_seconds or stickiness.app_cookie.duration_seconds) runs from a session's last "
-    "request: it is the longest pause between two turns that keeps the session on its "
-    "instance. Agent turns wait for tool calls and for people; a pause longer than the "
-    "duration routes the next turn anew and its prefix is recomputed. The threshold defaults "
-    "to 900 s, the shortest AgentCore session timeout (lint/audit --min-cookie-duration, the "
-    "synth plugin's min_cookie_duration).",
+    spreads_sessions=True,
+    rationale="For app_cookie AWS documents that 'the expiry of the load balancer generated application "
+    "cookie and the duration of stickiness configured on the load balancer are reset' on each "
+    "response, so stickiness.app_cookie.duration_seconds is the longest pause between two turns "
+    "that keeps a session on its instance. For lb_cookie AWS documents that the load balancer "
+    "'resets the expiry of the cookies it generates after every request' (the AWSALB cookie's "
+    "own expiry is a fixed 7 days); that stickiness.lb_cookie.duration_seconds is counted from "
+    "the last request too is our inference, not a documented statement (docs/aws-facts.md A1): "
+    "if it counts from the first request instead, a shorter duration cuts sessions sooner. Agent "
+    "turns wait for tool calls and for people; a pause longer than the duration routes the next "
+    "turn anew and its prefix is recomputed. The threshold defaults to 900 s, the shortest "
+    "AgentCore session timeout (lint/audit --min-cookie-duration, the synth plugin's "
+    "min_cookie_duration). Silent where one replica at most can exist.",
     remediation="Set the cookie duration to at least the longest pause you expect between turns "
     "(3600–86400 s are common for agent sessions).",
     kubernetes_remediation="Raise the duration in alb.ingress.kubernetes.io/target-group-attributes to at least the "
@@ -422,9 +450,9 @@ def alb010(model: Model) -> Iterator[Result]:
 )
 def alb011(model: Model) -> Iterator[Result]:
     threshold = settings_of(model).min_cookie_duration
-    for tg in inference_target_groups(model):
+    for tg in spreading_target_groups(model):
         s = tg.settings
-        if s.family != "alb" or one_replica_at_most(model, tg):
+        if s.family != "alb":
             continue
         if unresolved(s.sticky):
             yield Unknown(tg, "stickiness.enabled")
@@ -439,10 +467,58 @@ def alb011(model: Model) -> Iterator[Result]:
         if unresolved(duration):
             yield Unknown(tg, key)
         elif isinstance(duration, int) and 1 <= duration < threshold:
+            if s.sticky_type == "app_cookie":
+                cut = f"a turn that comes more than {duration} s after the session's last response is routed anew"
+            else:
+                cut = (
+                    f"a turn that comes more than {duration} s after the session's last request (AWS "
+                    "documents the cookie's expiry as reset on every request; the duration is read the "
+                    "same way) is routed anew"
+                )
             yield Hit(
                 tg,
-                f"sticky inference target group {name(tg)} has {key}={duration}: a turn that comes more "
-                f"than {duration} s after the session's last request is routed anew (threshold "
-                f"{threshold} s){set_in(tg)}",
+                f"sticky inference target group {name(tg)} has {key}={duration}: {cut} (threshold {threshold} s)"
+                + set_in(tg),
+                when(tg),
+            )
+
+
+@rule(
+    id="ALB012",
+    title="Stickiness together with the ALB target optimizer",
+    severity="warning",
+    layer="routing",
+    failure_mode="FM1: stickiness not honoured under a per-target concurrency limit",
+    inference_only=True,
+    spreads_sessions=True,
+    rationale="A target group created with a TargetControlPort uses the ALB target optimizer: an agent on "
+    "each target caps the concurrent requests it receives, and the load balancer sends a request "
+    "only to a target with a free slot. Stickiness pins a session to one target. Both cannot hold "
+    "when the pinned target is at its cap: the turn either goes elsewhere (its prefix recomputed) "
+    "or is refused. The ALB documentation we could read does not say which, nor that AWS accepts "
+    "the combination (docs/aws-facts.md A7); TargetControlPort is readable in templates and in "
+    "DescribeTargetGroups (botocore elbv2 TargetGroup), so the combination is reported.",
+    remediation="Choose one: keep stickiness (and the KV cache it preserves) on a target group without "
+    "TargetControlPort, or use the target optimizer on a target group without stickiness and "
+    "rely on prefix caching per replica (measure the hit rate with llm-affinity probe).",
+    docs=ALB_DOCS_OPTIMIZER,
+)
+def alb012(model: Model) -> Iterator[Result]:
+    for tg in spreading_target_groups(model):
+        s = tg.settings
+        port = s.target_control_port
+        if port is None or s.sticky is False or invalid(s.sticky):
+            continue
+        if unresolved(port):
+            if s.sticky is True:
+                yield Unknown(tg, "TargetControlPort")
+        elif unresolved(s.sticky):
+            yield Unknown(tg, "stickiness.enabled")
+        elif s.sticky is True:
+            yield Hit(
+                tg,
+                f"inference target group {name(tg)} enables stickiness and the target optimizer "
+                f"(TargetControlPort {port}): a session pinned to a target at its concurrency limit "
+                "cannot stay pinned",
                 when(tg),
             )

@@ -67,6 +67,9 @@ class Hit:
     message: str
     #: The branch the finding holds in (``parameter InstanceType = 'p3.2xlarge'``), if any.
     when: str | None = None
+    #: This finding's severity when it differs from the rule's (only ever lower: ALB009, ALB010
+    #: and FLEET008 are ``info`` on a fleet that can hold one replica; docs/contract.md).
+    severity: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,9 @@ class Rule:
     #: The fix in Kubernetes words (annotation names), for resources read from manifests or
     #: created by the AWS Load Balancer Controller; ``None`` when the rule has no Kubernetes form.
     kubernetes_remediation: str | None = None
+    #: Judges how sessions spread across replicas: never fires where at most one replica can
+    #: exist (docs/rules.md "Replica bound").
+    spreads_sessions: bool = False
 
     @property
     def failure_code(self) -> str:
@@ -112,6 +118,7 @@ class Rule:
             "failure_mode": self.failure_mode,
             "failure_code": self.failure_code,
             "inference_only": self.inference_only,
+            "spreads_sessions": self.spreads_sessions,
             "rationale": self.rationale,
             "remediation": self.remediation,
             "kubernetes_remediation": self.kubernetes_remediation,
@@ -134,6 +141,7 @@ def rule(
     docs: str,
     inference_only: bool = False,
     kubernetes_remediation: str | None = None,
+    spreads_sessions: bool = False,
 ) -> Callable[[CheckFn], CheckFn]:
     """Register ``fn`` as rule ``id`` with its metadata."""
     if severity not in SEVERITIES:
@@ -158,6 +166,7 @@ def rule(
             inference_only,
             fn,
             kubernetes_remediation,
+            spreads_sessions,
         )
         return fn
 

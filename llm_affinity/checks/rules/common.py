@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..model import Invalid, LoadBalancer, Model, Resource, TargetGroup, Unresolved
+from ..replicas import single
 
 MAX_STICKY_SECONDS = 604800  # 7 days, for cookie durations and group stickiness
 DOCS_ALB_STICKY = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/sticky-sessions.html"
@@ -52,13 +53,27 @@ def fronted_when(tgs: list[TargetGroup]) -> str | None:
     return None if any(w is None for w in whens) else whens[0]
 
 
-def inference_albs(model: Model) -> Iterator[tuple[LoadBalancer, str | None]]:
+def inference_albs(model: Model) -> Iterator[tuple[LoadBalancer, str | None, list[TargetGroup]]]:
+    """ALBs in front of LLM inference: (load balancer, branch, the inference groups it fronts)."""
     for lb in model.load_balancers:
         if lb.settings is None or lb.settings.lb_type != "application":
             continue
         fronted = [tg for tg in model.target_groups_behind(lb) if tg.inference]
         if fronted:
-            yield lb, fronted_when(fronted)
+            yield lb, fronted_when(fronted), fronted
+
+
+def spreading_target_groups(model: Model) -> Iterator[TargetGroup]:
+    """Inference target groups where more than one replica can (or may) exist: the groups rules
+    about spreading sessions judge (a group that can hold one replica has nowhere to spread)."""
+    for tg in inference_target_groups(model):
+        if not single(model, tg):
+            yield tg
+
+
+#: The severity of operational hygiene findings (ALB009, ALB010, FLEET008) on a fleet that can
+#: hold one replica: never above info.
+ONE_REPLICA_SEVERITY = "info"
 
 
 # --- Kubernetes words --------------------------------------------------------------------------
@@ -117,13 +132,3 @@ def replicas_behind(model: Model, tg: TargetGroup) -> Any:
     the sum of the workloads' ceilings the source set); ``None`` for a target group with no
     workload behind it (templates, live accounts)."""
     return tg.max_replicas if model.workloads_for(tg) else None
-
-
-def one_replica_at_most(model: Model, resource: Resource) -> bool:
-    """A target group or workload read from Kubernetes manifests that can hold one serving pod
-    at most (:func:`..replicas.single`): rules about spreading sessions across replicas stay
-    silent on it."""
-    from ..replicas import single
-
-    from_manifests = getattr(resource, "backend", None) is not None or hasattr(resource, "pod_labels")
-    return from_manifests and single(model, resource)

@@ -10,18 +10,19 @@ from typing import Any, Iterator
 
 from ...common.definitions import K8S_PREFIX, ROLE_OTHER, ROLE_TAG, ROUTER_TAG
 from ..model import Fleet, Model, Resource, Workload
-from ..replicas import several
+from ..replicas import several, single
 from .base import Hit, Result, Unknown, rule
 from .common import (
     DOCS_ALB_STICKY,
     DOCS_ALB_TG,
+    ONE_REPLICA_SEVERITY,
     inference_target_groups,
     invalid,
     is_kube,
     name,
-    one_replica_at_most,
     rejected,
     set_in,
+    spreading_target_groups,
     unresolved,
     when,
 )
@@ -51,6 +52,7 @@ LOAD_ALARM_PATTERN = re.compile(
     layer="routing",
     failure_mode="FM1: low KV hit rate after going multi-instance",
     inference_only=True,
+    spreads_sessions=True,
     rationale="Round robin / least-outstanding-requests scatter a session's turns across instances; every "
     "turn recomputes the accumulated prefix on an instance whose cache does not hold it. A target "
     "group serves LLM inference when it is tagged llm-affinity:role=inference or its targets (Auto "
@@ -112,10 +114,7 @@ def _undecided_fronts(model: Model) -> Iterator[Result]:
     inputs), listed when an LLM server that may hold several pods is behind them."""
     for resource, value, workload_ids in model.unknown_fronts:
         for workload_id in workload_ids:
-            if any(
-                w.evidence and w.evidence.llm and not one_replica_at_most(model, w)
-                for w in model.workloads_by_id(workload_id)
-            ):
+            if any(w.evidence and w.evidence.llm and not single(model, w) for w in model.workloads_by_id(workload_id)):
                 yield Unknown(resource, value)
                 break
 
@@ -127,13 +126,14 @@ def _undecided_fronts(model: Model) -> Iterator[Result]:
     layer="routing",
     failure_mode="FM4: a prefix-aware router mistaken for session affinity",
     inference_only=True,
+    spreads_sessions=True,
     rationale="Prefix-level routing is no session guarantee: imbalance thresholds, eviction and low match "
     "rates move a session to another replica.",
     remediation="Measure the per-session hit rate, or add stickiness in front of the router.",
     docs=DOCS_ALB_STICKY,
 )
 def fleet002(model: Model) -> Iterator[Result]:
-    for tg in inference_target_groups(model):
+    for tg in spreading_target_groups(model):
         if tg.tag(ROUTER_TAG) != "prefix-aware":
             continue
         if unresolved(tg.settings.sticky):
@@ -171,9 +171,10 @@ def fleet003(model: Model) -> Iterator[Result]:
             yield Hit(workload, f"{name(workload)} starts vLLM with prefix caching disabled ({match.group(0)})")
 
 
-def _sticky_inference_tgs(model: Model):
-    """Inference target groups that are (or may be: unresolved) sticky."""
-    for tg in inference_target_groups(model):
+def _sticky_inference_tgs(model: Model, spreading: bool = False):
+    """Inference target groups that are (or may be: unresolved) sticky (``spreading``: only those
+    where more than one replica can exist)."""
+    for tg in spreading_target_groups(model) if spreading else inference_target_groups(model):
         if tg.settings.sticky is True or unresolved(tg.settings.sticky):
             yield tg
 
@@ -185,16 +186,17 @@ def _sticky_inference_tgs(model: Model):
     layer="routing",
     failure_mode="FM6: hot replica (sticky without load awareness)",
     inference_only=True,
+    spreads_sessions=True,
     rationale="New sessions land blindly and long, hot sessions pile up on one replica.",
-    remediation="Set load_balancing.algorithm.type=least_outstanding_requests and alarm on load imbalance.",
+    remediation="Set load_balancing.algorithm.type=least_outstanding_requests and alarm on load imbalance "
+    "(the ALB target optimizer caps concurrent requests per target, but not on a sticky target "
+    "group: ALB012).",
     kubernetes_remediation="load_balancing.algorithm.type=least_outstanding_requests in "
     "alb.ingress.kubernetes.io/target-group-attributes (next to the stickiness keys), and alert on load imbalance.",
     docs=DOCS_ALB_TG,
 )
 def fleet004(model: Model) -> Iterator[Result]:
-    for tg in _sticky_inference_tgs(model):
-        if one_replica_at_most(model, tg):
-            continue
+    for tg in _sticky_inference_tgs(model, spreading=True):
         s = tg.settings
         if unresolved(s.family):
             yield Unknown(tg, "Protocol")
@@ -210,14 +212,25 @@ def fleet004(model: Model) -> Iterator[Result]:
 
 
 def _inference_fleets(model: Model) -> list[Resource]:
-    """Fleets to watch: serving Auto Scaling groups and Kubernetes workloads, else serving
-    target groups without one."""
-    out: list[Resource] = [f for f in model.fleets if f.inference]
-    out += [w for w in model.workloads if w.inference and not one_replica_at_most(model, w)]  # Kubernetes
-    covered = {tg_id for f in out for tg_id in f.target_group_ids}
-    covered |= {tg_id for w in model.workloads if w.inference for tg_id in w.target_group_ids}
-    out += [tg for tg in model.target_groups if tg.inference and tg.id not in covered]
+    """Fleets to watch where more than one replica can exist: serving Auto Scaling groups and
+    Kubernetes workloads, else serving target groups without one."""
+    fleets: list[Resource] = [f for f in model.fleets if f.inference]
+    workloads = [w for w in model.workloads if w.inference]
+    covered = {id(tg) for f in fleets for tg in model.target_groups if tg in _groups_of_fleet(model, f)}
+    covered |= {id(tg) for w in workloads for tg_id in w.target_group_ids for tg in model.target_groups_by_id(tg_id)}
+    out = [f for f in fleets if not single(model, f)]
+    out += [w for w in workloads if not single(model, w)]
+    out += [tg for tg in model.target_groups if tg.inference and id(tg) not in covered and not single(model, tg)]
     return out
+
+
+def _groups_of_fleet(model: Model, fleet: Fleet) -> list[Any]:
+    return [
+        tg
+        for tg_id in fleet.target_group_ids
+        if not unresolved(tg_id)
+        for tg in model.target_groups_by_id(tg_id, fleet)
+    ]
 
 
 @rule(
@@ -227,9 +240,14 @@ def _inference_fleets(model: Model) -> list[Resource]:
     layer="engine",
     failure_mode="FM6: hot replica goes unnoticed",
     inference_only=True,
+    spreads_sessions=True,
     rationale="Sticky routing can concentrate sessions on one replica; without an alarm on queue depth "
-    "(vllm:num_requests_waiting) or per-target load, it shows only when GPU memory runs out.",
-    remediation="Add a CloudWatch alarm on vLLM's num_requests_waiting or on RequestCountPerTarget imbalance.",
+    "(vllm:num_requests_waiting) or per-target load, it shows only when GPU memory runs out. "
+    "Silent where one replica at most can exist (there is no other replica to balance to).",
+    remediation="Add a CloudWatch alarm on vLLM's num_requests_waiting or on RequestCountPerTarget imbalance. "
+    "On a target group without stickiness, the ALB target optimizer (a target group created with "
+    "TargetControlPort, and the target control agent on each target) also caps concurrent "
+    "requests per target, so no replica runs hot.",
     kubernetes_remediation="Add a PrometheusRule alerting on vllm:num_requests_waiting per pod (or on request "
     "imbalance across pods), or a CloudWatch alarm on the target group's RequestCountPerTarget.",
     docs=DOCS_CW_ALARMS,
@@ -299,13 +317,24 @@ def fleet006(model: Model) -> Iterator[Result]:
     inference_only=True,
     rationale="Without an autoscaling:EC2_INSTANCE_TERMINATING hook an instance leaving the group cannot "
     "drain its sessions or hand off their KV cache before it is terminated. Judged only on Auto "
-    "Scaling groups that serve inference through a load balancer.",
+    "Scaling groups that serve inference through a load balancer and can scale in: MinSize < "
+    "MaxSize (a policy, a scheduled action or a manual change can then remove instances, whether "
+    "or not the template defines one) and MaxSize > 1. A group with MinSize = MaxSize, or one that "
+    "can hold a single instance, has no scale-in to drain.",
     remediation="Add a lifecycle hook for autoscaling:EC2_INSTANCE_TERMINATING (with a heartbeat long enough to drain).",
     docs=DOCS_LIFECYCLE,
 )
 def fleet007(model: Model) -> Iterator[Result]:
     for fleet in model.fleets:
         if not fleet.inference:
+            continue
+        low, high = fleet.min_size, fleet.max_size
+        if isinstance(high, int) and high <= 1:
+            continue  # a single instance: no scale-in to drain
+        if isinstance(low, int) and isinstance(high, int) and low >= high:
+            continue  # MinSize = MaxSize: nothing scales in
+        if not isinstance(high, int) or not isinstance(low, int):
+            yield Unknown(fleet, "MaxSize" if not isinstance(high, int) else "MinSize")
             continue
         transitions = [t.strip() if isinstance(t, str) else t for t in fleet.lifecycle_transitions]
         if TERMINATING in transitions:
@@ -329,7 +358,9 @@ def fleet007(model: Model) -> Iterator[Result]:
     inference_only=True,
     rationale="Without ELB health checks an instance whose engine is dead (/health returns 503) stays in "
     "service; with a grace period under 300 s instances are replaced while the model still loads. "
-    "Judged only on Auto Scaling groups that serve inference through a load balancer.",
+    "Judged only on Auto Scaling groups that serve inference through a load balancer; one finding "
+    "per group naming both settings when both fall short; info on a group that can hold one "
+    "instance.",
     remediation="Set HealthCheckType to ELB and HealthCheckGracePeriod to at least 300 s (longer for large models).",
     kubernetes_remediation="Give the serving container a readinessProbe on vLLM's /health, and a startupProbe "
     "(periodSeconds × failureThreshold longer than the model takes to load) so that the livenessProbe cannot restart "
@@ -339,10 +370,10 @@ def fleet007(model: Model) -> Iterator[Result]:
 def fleet008(model: Model) -> Iterator[Result]:
     for fleet in model.fleets:
         if fleet.inference:
-            yield from _health(fleet)
+            yield from _health(fleet, ONE_REPLICA_SEVERITY if single(model, fleet) else None)
     for workload in model.workloads:
         if workload.inference:
-            yield from _probes(workload)
+            yield from _probes(workload, ONE_REPLICA_SEVERITY if single(model, workload) else None)
 
 
 #: The shortest time a model may take to load before a probe may kill its container (the
@@ -350,7 +381,7 @@ def fleet008(model: Model) -> Iterator[Result]:
 MODEL_LOAD_SECONDS = 300
 
 
-def _probes(workload: Workload) -> Iterator[Result]:
+def _probes(workload: Workload, severity: str | None) -> Iterator[Result]:
     """Kubernetes: the serving container's readiness and liveness probes, in one finding."""
     problems: list[str] = []
     if not workload.readiness:
@@ -365,20 +396,27 @@ def _probes(workload: Workload) -> Iterator[Result]:
             f"startupProbe (< {MODEL_LOAD_SECONDS} s: a model still loading is killed, again and again)"
         )
     if problems:
-        yield Hit(workload, f"inference {name(workload)} " + "; and ".join(problems))
+        yield Hit(workload, f"inference {name(workload)} " + "; and ".join(problems), None, severity)
 
 
-def _health(fleet: Fleet) -> Iterator[Result]:
+def _health(fleet: Fleet, severity: str | None) -> Iterator[Result]:
+    """One finding naming every health setting that falls short; unknowns for the others."""
+    problems: list[str] = []
     kind = fleet.health_check_type
-    branch = fleet.serving.when if fleet.serving else None
     if unresolved(kind):
         yield Unknown(fleet, "HealthCheckType")
     elif isinstance(kind, str) and "ELB" not in {p.strip() for p in kind.split(",")}:
-        yield Hit(fleet, f"inference Auto Scaling group {fleet.id} uses HealthCheckType={kind}, not ELB", branch)
+        problems.append(f"uses HealthCheckType={kind}, not ELB")
     grace = fleet.health_check_grace_period
     if unresolved(grace):
         yield Unknown(fleet, "HealthCheckGracePeriod")
     elif isinstance(grace, int) and grace < 300:
+        problems.append(f"has HealthCheckGracePeriod={grace} s (< 300)")
+    if problems:
+        note = " (info: it can hold one instance)" if severity else ""
         yield Hit(
-            fleet, f"inference Auto Scaling group {fleet.id} has HealthCheckGracePeriod={grace} s (< 300)", branch
+            fleet,
+            f"inference Auto Scaling group {fleet.id} {' and '.join(problems)}{note}",
+            fleet.serving.when if fleet.serving else None,
+            severity,
         )

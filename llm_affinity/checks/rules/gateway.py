@@ -9,7 +9,7 @@ from typing import Iterator
 
 from ..model import McpGateway, Model
 from .base import Hit, Result, Unknown, rule
-from .common import inference_target_groups, unresolved, when
+from .common import spreading_target_groups, unresolved, when
 
 DOCS_GW_SESSIONS = "https://docs.aws.amazon.com/bedrock-agentcore/latest/devguide/gateway-sessions.html"
 DOCS_GW_AUTH = "https://docs.aws.amazon.com/bedrock-agentcore/latest/devguide/gateway-inbound-auth.html"
@@ -74,6 +74,7 @@ def gw002(model: Model) -> Iterator[Result]:
     severity="warning",
     layer="tool-session",
     failure_mode="FM5: gateway MCP sessions mistaken for inference affinity",
+    spreads_sessions=True,
     rationale="Gateway sessions reuse MCP target connections; they do not pin inference requests to an "
     "instance. An inference target group without stickiness still scatters the session.",
     remediation="Enable stickiness on the inference target group; keep the gateway sessions for tool reuse.",
@@ -83,7 +84,7 @@ def gw003(model: Model) -> Iterator[Result]:
     for gw, state in _with_sessions(model):
         if state is None:
             continue
-        for tg in inference_target_groups(model):
+        for tg in spreading_target_groups(model):
             if unresolved(tg.settings.sticky):
                 yield Unknown(tg, "stickiness.enabled")
             elif tg.settings.sticky is not True:
@@ -100,6 +101,7 @@ def gw003(model: Model) -> Iterator[Result]:
     severity="info",
     layer="tool-session",
     failure_mode="FM5: the agent's session outlives its inference affinity",
+    spreads_sessions=True,
     rationale="When the stickiness duration is shorter than the MCP session timeout, later turns of one "
     "agent session may move to another instance and lose the prefix cache.",
     remediation="Make the stickiness duration at least as long as the gateway SessionTimeoutInSeconds.",
@@ -112,7 +114,7 @@ def gw004(model: Model) -> Iterator[Result]:
         timeout = gw.session_timeout
         if not isinstance(timeout, int):
             continue
-        for tg in inference_target_groups(model):
+        for tg in spreading_target_groups(model):
             if tg.settings.sticky is not True:
                 continue
             duration = tg.settings.cookie_duration

@@ -11,8 +11,9 @@ from typing import Any, Iterator
 
 from ...common.definitions import PRODUCTION_STACK_ROUTER as PRODUCTION_STACK
 from ..model import Model, Router, TargetGroup, Workload
+from ..replicas import single
 from .base import Hit, Result, Unknown, rule
-from .common import inference_target_groups, is_kube, name, one_replica_at_most, replicas_behind, unresolved, when
+from .common import inference_target_groups, is_kube, name, replicas_behind, unresolved, when
 from .fleet import _PREFIX_CACHING_OFF, REPLICAS
 
 DOCS_TARGET_TYPE = (
@@ -37,6 +38,7 @@ def _pods(model: Model, tg: TargetGroup) -> Any:
     layer="routing",
     failure_mode="FM1: stickiness pins a node, kube-proxy spreads the session over the pods",
     inference_only=True,
+    spreads_sessions=True,
     rationale="With target-type instance the load balancer registers nodes and sends traffic to the Service's "
     "NodePort; with externalTrafficPolicy: Cluster (the default) kube-proxy on that node picks any pod of the "
     "Service, on any node. The load balancer's stickiness (ALB cookie, NLB source_ip) keeps a session on one node, "
@@ -84,6 +86,7 @@ def k8s001(model: Model) -> Iterator[Result]:
     layer="routing",
     failure_mode="FM3: client-IP affinity sees the load balancer's addresses (the NAT failure mode)",
     inference_only=True,
+    spreads_sessions=True,
     rationale="sessionAffinity: ClientIP keys kube-proxy's choice of pod on the source address it sees. Behind an ALB "
     "with instance targets, or an NLB with client-IP preservation off, that address is one of the load balancer's "
     "few nodes: all sessions arriving through one load balancer node go to one pod (hot replicas), and a session "
@@ -109,7 +112,7 @@ def k8s002(model: Model) -> Iterator[Result]:
         if unresolved(client_ip):
             yield Unknown(tg, "preserve_client_ip.enabled")
             continue
-        if client_ip is True or one_replica_at_most(model, tg):
+        if client_ip is True or single(model, tg):
             continue
         pods = _pods(model, tg)
         if unresolved(pods):
@@ -147,6 +150,7 @@ def _caching_engines(model: Model, router: Router) -> list[Workload]:
     layer="routing",
     failure_mode="FM1: the router scatters a session's turns across engines",
     inference_only=True,
+    spreads_sessions=True,
     rationale="production-stack's router picks an engine per request. --routing-logic roundrobin sends each turn of "
     "a session to the next engine, whose prefix cache does not hold the conversation, so every turn recomputes it. "
     "--routing-logic session pins a session to an engine by a consistent hash of --session-key (a header, or a key "
@@ -233,6 +237,7 @@ def _waits(workload: Workload) -> bool:
     layer="engine",
     failure_mode="AP4: autoscaling cuts active sessions",
     inference_only=True,
+    spreads_sessions=True,
     rationale="When a pod is deleted (scale-in, a rollout) Kubernetes sends SIGTERM at once and kills the container "
     "terminationGracePeriodSeconds later (default 30), while the load balancer takes seconds to stop sending it "
     "requests and drains it for the target group's deregistration delay (default 300 s). Without a preStop hook "
@@ -253,7 +258,7 @@ def k8s004(model: Model) -> Iterator[Result]:
         if unresolved(workload.max_replicas):
             yield Unknown(workload, REPLICAS)
             continue
-        if one_replica_at_most(model, workload):
+        if single(model, workload):
             continue
         grace = workload.grace_period
         if unresolved(grace):

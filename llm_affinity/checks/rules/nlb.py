@@ -10,13 +10,12 @@ from .common import (
     DOCS_NLB_CROSS_ZONE,
     DOCS_NLB_TG,
     NLB_ANNOTATION,
-    inference_target_groups,
     invalid,
     is_kube,
     name,
-    one_replica_at_most,
     rejected,
     set_in,
+    spreading_target_groups,
     unresolved,
     when,
 )
@@ -50,9 +49,9 @@ def nlb001(model: Model) -> Iterator[Result]:
 
 
 def _sticky_source_ip_inference(model: Model):
-    for tg in inference_target_groups(model):
+    for tg in spreading_target_groups(model):
         s = tg.settings
-        if s.family != "nlb" or one_replica_at_most(model, tg):
+        if s.family != "nlb":
             continue
         if unresolved(s.sticky):
             yield tg, None
@@ -67,6 +66,7 @@ def _sticky_source_ip_inference(model: Model):
     layer="routing",
     failure_mode="FM3: NLB stickiness breaks intermittently (NAT, proxies, mobile clients)",
     inference_only=True,
+    spreads_sessions=True,
     rationale="Clients behind one NAT share a source IP and all land on one target (a hot replica); clients "
     "whose IP changes (mobile, proxies) lose affinity. Inside a VPC, source-IP still pins every "
     "session of one agent host to one target.",
@@ -101,6 +101,7 @@ def nlb002(model: Model) -> Iterator[Result]:
     layer="routing",
     failure_mode="FM3: affinity lost when a client reaches another zone's node",
     inference_only=True,
+    spreads_sessions=True,
     rationale="With cross-zone off (the NLB default) each node routes only to targets in its own zone; a "
     "client whose DNS answer moves it to another zone's node cannot reach its old target. A load "
     "balancer load_balancing.cross_zone.enabled value the API rejects is reported here too.",

@@ -162,6 +162,8 @@ def build_target_group(tg: dict, attributes: dict, tags: dict, region: str) -> T
     }
     if "Protocol" in tg:
         props["Protocol"] = tg["Protocol"]
+    if tg.get("TargetControlPort") is not None:
+        props["TargetControlPort"] = tg["TargetControlPort"]
     return TargetGroup(
         **_tagged(arn, T_TG, region, tags),
         settings=N.target_group(props),
