@@ -51,6 +51,16 @@ def find_in_map_fanout(items: int = 20_000, groups: int = 5000) -> str:
     return json.dumps({"Mappings": {"M": {"K": {"L": ["v"] * items}}}, "Resources": resources})
 
 
+def find_in_map_fanout_wide(items: int = 20_000, groups: int = 5000, tags: int = 60) -> str:
+    """5,000 target groups each Fn::FindInMap a 20,000-item list, each also holding 60 plain tags:
+    a template big enough (9.5 MB) that a budget growing with the template's size let 4M values
+    be expanded (10.1 s on a quiet machine). The expansion budget is template-wide and fixed."""
+    lookup = {"Fn::FindInMap": ["M", "K", "L"]}
+    padding = [{"Key": f"k{j}", "Value": "v"} for j in range(tags)]
+    resources = {f"Tg{i}": _tg({"TargetGroupAttributes": lookup, "Tags": padding}) for i in range(groups)}
+    return json.dumps({"Mappings": {"M": {"K": {"L": ["v"] * items}}}, "Resources": resources})
+
+
 def sub_repeated_variable() -> str:
     """Fn::Sub of 200,000 `${A}` with A a 256 KB text: 50 GB substituted."""
     return json.dumps({"Resources": {"Tg": _sticky({"Fn::Sub": ["${A}" * 200_000, {"A": "a" * (MB // 4)}]})}})
@@ -173,6 +183,7 @@ BIG = {
     "10mb-yaml-mappings": ("yaml", yaml_flow_mappings),
     "10mb-json-lists": ("json", json_empty_lists),
     "10mb-scenarios": ("json", scenarios_everywhere),
+    "10mb-find-in-map-fanout": ("json", find_in_map_fanout_wide),
 }
 
 

@@ -51,6 +51,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-color", action="store_true", help="no ANSI colours in text output")
     parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="text output: list every unknown value (default: the first 20, then a count)",
+    )
+    parser.add_argument(
         "--min-cookie-duration",
         type=int,
         default=900,
@@ -240,7 +246,7 @@ def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool, failed_
         say(f"error: {error.input}: {error.message}")
     if args.format == "text":
         color = args.output is None and sys.stdout.isatty() and not args.no_color and "NO_COLOR" not in os.environ
-        text = render_text(report, color=color)
+        text = render_text(report, color=color, verbose=args.verbose)
     else:
         text = RENDERERS[args.format](report)
     emit(text, args.output)

@@ -353,10 +353,10 @@ def test_unexpected_failure_building_one_model_costs_that_input_only(tmp_path, m
     ok = good(tmp_path, "ok.yaml")
     real = inputs.model_from_template
 
-    def explode(tf):
+    def explode(tf, *args, **kwargs):
         if tf.path == bad:
             raise ZeroDivisionError("boom")
-        return real(tf)
+        return real(tf, *args, **kwargs)
 
     monkeypatch.setattr(inputs, "model_from_template", explode)
     report = lint_module.lint_paths([bad, ok])
@@ -442,6 +442,32 @@ def test_expansion_bombs_end_quickly_as_unknown(tmp_path, name):
     assert elapsed < 20, f"{elapsed:.1f} s"
 
 
+def test_find_in_map_expansion_is_bounded_across_the_whole_template():
+    """5,000 target groups each Fn::FindInMap a 20,000-item list (bench case
+    10mb-find-in-map-fanout, here without its padding): only as many lookups as the fixed,
+    template-wide expansion budget holds are resolved; every other group's attributes end
+    unknown, "too large to resolve" — decided by counting values, not by a clock."""
+    from llm_affinity.checks.sources.intrinsics import MAX_TEMPLATE_EXPANSION, Template
+
+    data = json.loads(bench.find_in_map_fanout_wide(tags=0))
+    tpl = Template(data)
+    resolved = [tpl.resolve(r["Properties"], {}) for r in tpl.resources.values()]
+    expanded = [r for r in resolved if isinstance(r.get("TargetGroupAttributes"), list)]
+    assert len(expanded) == MAX_TEMPLATE_EXPANSION // 20_001 == 12  # each list: 20,000 items and itself
+    assert tpl.expanded <= MAX_TEMPLATE_EXPANSION
+    assert len(tpl.too_large) == 5000 - 12 and tpl.too_large[-1] == "Tg4999"
+
+
+def test_the_wide_fanout_ends_as_unknown_through_lint(tmp_path):
+    path = bench.write(tmp_path, "wide", "json", lambda: bench.find_in_map_fanout_wide(groups=300, tags=60))
+    from llm_affinity.checks.lint import lint_paths
+
+    report = lint_paths([str(path)])
+    assert not report.errors
+    too_large = {u.resource.id for u in report.unknown if u.value.endswith("(too large to resolve)")}
+    assert len(too_large) == 300 - 12 and "Tg299" in too_large and "Tg0" not in too_large
+
+
 def test_budget_leaves_honest_templates_alone():
     from llm_affinity.checks.sources.intrinsics import Template
 
@@ -497,7 +523,10 @@ def test_text_output_escapes_control_characters(tmp_path):
     assert proc.returncode == 1
     out = proc.stdout.decode("utf-8")
     assert "\x1b" not in out and "\x07" not in out and "\x00" not in out and "\u202e" not in out
-    assert "target group Tg\\x1b]0;pwned\\x07\\x1b[2J\\u202e\\x00x has stickiness enabled" in out
+    assert (
+        "target group Tg\\x1b]0;pwned\\x07\\x1b[2J\\u202e\\x00x enables stickiness with load_balancing.cross_zone.enabled=false"
+        in out
+    )
 
 
 @pytest.mark.parametrize("fmt", ["junit", "sarif", "json"])

@@ -126,3 +126,24 @@ def test_unreadable_template_is_an_error(tmp_path):
     report = LlmAffinityChecks(fail_on="never").validate(_ctx(bad))
     assert report.success is False
     assert [v.rule_name for v in report.violations] == ["LlmAffinity::InputError", "LlmAffinity::Checked"]
+
+
+def test_the_gate_says_when_a_decision_depends_on_another_stack():
+    """The gate sees the templates CDK hands it (one stage); an import from a stack it does not
+    see is named, and `lint cdk.out` is pointed to for the whole-app judgement."""
+    from llm_affinity.checks.nag import LlmAffinityChecks
+
+    app = Path(__file__).resolve().parent / "realworld" / "apps" / "vllm-two-stacks" / "cdk.out"
+    alone = LlmAffinityChecks(fail_on="error").validate(_ctx(app / "FleetStack.template.json"))
+    summary = alone.violations[-1]
+    assert summary.rule_name == "LlmAffinity::Checked"
+    assert "1 decision(s) depend on Fn::ImportValue from a stack outside this synth (VllmASGD77BB9C1)" in (
+        summary.description
+    )
+    assert "`llm-affinity lint cdk.out` judges the whole app" in summary.description
+    both = LlmAffinityChecks(fail_on="error").validate(
+        _ctx(app / "FleetStack.template.json", app / "NetworkStack.template.json")
+    )
+    assert "depend on Fn::ImportValue" not in both.violations[-1].description
+    fleet001 = next(v for v in both.violations if v.rule_name == "LlmAffinity::FLEET001")
+    assert fleet001.severity == "warning" and "FleetStack.template.json" in fleet001.description

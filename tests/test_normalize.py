@@ -211,7 +211,13 @@ def test_defaults_follow_the_protocol():
 # --- EC2 instances in a target group: Targets in a template, registered by id in an account ----
 
 INSTANCE_TYPES = ["g5.xlarge", "p4d.24xlarge", "inf2.xlarge", "t3.micro", "m5.large"]
-USER_DATA = ["", "#!/bin/bash\necho hello\n", "#!/bin/bash\nvllm serve meta-llama/Llama-3.1-8B-Instruct\n"]
+USER_DATA = [
+    "",
+    "#!/bin/bash\necho hello\n",
+    "#!/bin/bash\nvllm serve meta-llama/Llama-3.1-8B-Instruct\n",
+    "#!/bin/bash\ncurl -fsSL https://ollama.com/install.sh | sh\nollama serve &\n",
+    "#!/bin/bash\ndocker run --gpus all nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3\n",
+]
 
 
 def _instance_template(tmp_path, kind: str, count: int, user_data: str, sticky: bool):
@@ -271,6 +277,8 @@ def _instance_view(model):
         "settings": tg.settings,
         "target_count": tg.target_count,
         "serving": tg.serving is not None,
+        "level": tg.serving.level if tg.serving else None,
+        "max_replicas": tg.max_replicas,
         "reason": tg.serving.reason.split(": ", 1)[1] if tg.serving else None,
         "launch": sorted((tuple(c.value for c in h.launch.instance_types), h.launch.accelerators) for h in hosts),
         "findings": sorted((f.rule.id, f.resource.type) for f in report.findings),
@@ -300,9 +308,8 @@ def test_template_targets_and_registered_instances_give_identical_models(
     with mock_aws():
         live = _instance_live(kind, count, user_data, sticky)
     assert _instance_view(live) == _instance_view(template)
-    if kind.startswith("t3") or kind.startswith("m5"):  # user data decides: read on both sides
-        hosts = live.instances_for(live.target_groups[0])
-        assert [h.user_data for h in hosts] == [user_data or None] * count
+    hosts = live.instances_for(live.target_groups[0])  # user data decides llm or not: read on both sides
+    assert [h.user_data for h in hosts] == [user_data or None] * count
 
 
 def test_target_control_port_reads_the_same_from_a_template_and_an_api_answer(tmp_path):

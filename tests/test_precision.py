@@ -197,3 +197,39 @@ def test_a_suppressed_finding_keeps_its_severity(write):
         ("FLEET008", "info", "the model loads in 20 s")
     ]
     assert json.loads(json.dumps(to_json_dict(report)))["suppressed"][0]["severity"] == "info"
+
+
+def _many_unknowns(write, count: int) -> str:
+    groups = "\n".join(
+        f"  Tg{i}:\n    Type: AWS::ElasticLoadBalancingV2::TargetGroup\n"
+        f"    Properties: {{Protocol: HTTP, Port: 80, VpcId: vpc-1, TargetGroupAttributes: !Ref Attrs}}"
+        for i in range(count)
+    )
+    return write("many.yaml", f"Parameters:\n  Attrs: {{Type: String}}\nResources:\n{groups}\n")
+
+
+def test_text_output_lists_the_first_20_unknowns_then_a_count(write):
+    report = lint_paths([_many_unknowns(write, 25)])
+    assert len(report.unknown) == 125  # five rules cannot read each group's attributes
+    text = render_text(report)
+    assert "unknown (not decided by the inputs alone; never a finding):" in text
+    entries = [line for line in text.splitlines() if line.startswith("  ") and ": stickiness." in line]
+    assert len([line for line in text.splitlines() if line.startswith("  /")]) == 20 and entries
+    assert "  ... and 105 more unknown value(s) (-v/--verbose lists them all)" in text
+    verbose = render_text(report, verbose=True)
+    assert len([line for line in verbose.splitlines() if line.startswith("  /")]) == 125
+    assert "more unknown" not in verbose
+
+
+def test_cli_verbose_flag(write):
+    from conftest import run_cli
+
+    path = _many_unknowns(write, 5)
+    short = run_cli("lint", path)
+    full = run_cli("lint", path, "-v")
+    longer = run_cli("lint", path, "--verbose")
+    assert short.returncode == full.returncode == longer.returncode == 0
+    assert "  ... and 5 more unknown value(s)" in short.stdout
+    assert full.stdout == longer.stdout and "more unknown" not in full.stdout
+    assert len([line for line in full.stdout.splitlines() if line.startswith("  /")]) == 25
+    assert run_cli("audit", "--help").stdout.count("--verbose") == 1

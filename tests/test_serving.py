@@ -399,3 +399,28 @@ def test_gpu_ecs_task_without_an_llm_server_is_of_unknown_role(write):
     findings, unknown, report = _outcome(write("ecs-env.yaml", with_env))
     assert findings == {("FLEET001", "Tg"): 1, ("FLEET005", "Tg"): 1} and unknown == []
     assert "task definition Task runs Ollama" in report.findings[0].message
+
+
+def test_cfn_init_commands_count_as_user_data(write):
+    """The public Ollama sample installs and starts Ollama from AWS::CloudFormation::Init (cfn-init,
+    run by the user data), not from the user data itself."""
+    text = textwrap.dedent("""\
+        Resources:
+          Server:
+            Type: AWS::EC2::Instance
+            Metadata:
+              AWS::CloudFormation::Init:
+                config:
+                  commands:
+                    01-ollama: {command: "curl -fsSL https://ollama.com/install.sh | sh"}
+            Properties:
+              InstanceType: g5.xlarge
+              ImageId: ami-1
+              UserData: !Base64 "#!/bin/bash\\n/opt/aws/bin/cfn-init -s stack -r Server\\n"
+          Tg:
+            Type: AWS::ElasticLoadBalancingV2::TargetGroup
+            Properties: {Protocol: HTTP, Port: 80, VpcId: vpc-1, Targets: [{Id: !Ref Server}]}
+        """)
+    (model,) = load_paths([write("init.yaml", text)]).models
+    assert model.target_groups[0].serving.reason == "target EC2 instance Server: user data starts Ollama"
+    assert model.target_groups[0].max_replicas == 1

@@ -9,6 +9,7 @@ from typing import Iterable, Sequence
 from .model import ModelError
 from .rules import Rule, Settings
 from .runner import Report, evaluate, select_rules
+from .serving import ROLE_UNKNOWN
 from .sources.inputs import load_paths, unexpected
 
 TOO_LARGE = "too large to resolve"
@@ -31,6 +32,8 @@ def lint_paths(
     report.inputs = loaded.inputs
     if loaded.too_large:
         report.unknown = [_mark_too_large(u, loaded.too_large) for u in report.unknown]
+    if loaded.missing_imports:
+        report.unknown = [_mark_imports(u, loaded.missing_imports) for u in report.unknown]
     return report
 
 
@@ -53,9 +56,10 @@ def _evaluate_each(models, rules, settings: Settings | None, errors: list[ModelE
             merged.unknown += part.unknown
             merged.resources_checked += part.resources_checked
             continue
-        errors.append(ModelError(model.scope, message))
-        if model.scope in inputs:
-            inputs.remove(model.scope)
+        for scope in model.parts or [model.scope]:
+            errors.append(ModelError(scope, message))
+            if scope in inputs:
+                inputs.remove(scope)
     return merged
 
 
@@ -64,3 +68,40 @@ def _mark_too_large(unknown, too_large: dict[str, set[str]]):
     if loc.file in too_large and loc.resource_id in too_large[loc.file]:
         return dataclasses.replace(unknown, value=f"{unknown.value} ({TOO_LARGE})")
     return unknown
+
+
+#: Appended to an unknown value whose resource imports exports no input provides.
+NOT_EXPORTED = "not exported by any input"
+
+#: The properties an unknown value is read from (its first word, or a prefix of it).
+_PROPERTIES_OF = (
+    (("stickiness.", "load_balancing.", "deregistration_delay."), ("TargetGroupAttributes",)),
+    (("idle_timeout.", "access_logs."), ("LoadBalancerAttributes",)),
+    (("number of instances",), ("Targets",)),
+    (("Targets",), ("Targets",)),
+    (("TargetGroupStickinessConfig", "stickiness.enabled of a forwarded"), ("DefaultActions", "Actions")),
+    (("InstanceType",), ("InstanceType", "LaunchTemplateData", "LaunchTemplate", "MixedInstancesPolicy")),
+    (("LoadBalancers",), ("LoadBalancers",)),
+)
+
+
+def _properties(value: str) -> tuple[str, ...]:
+    for prefixes, keys in _PROPERTIES_OF:
+        if value.startswith(prefixes):
+            return keys
+    return (value.split(" ", 1)[0],)  # TargetGroupARNs, Protocol, MinSize, TargetControlPort...
+
+
+def _mark_imports(unknown, missing: dict[str, dict[str, list[str]]]):
+    """Name the exports that none of the inputs provides when the unknown value is read from a
+    property that imports them (the reason it is unknown; lint the stack that exports them too
+    to decide it)."""
+    loc = unknown.resource.location
+    by_key = missing.get(loc.file or "", {}).get(loc.resource_id)
+    if not by_key or unknown.value.startswith(ROLE_UNKNOWN):
+        return unknown
+    names = [n for key in _properties(unknown.value) for n in by_key.get(key, [])]
+    if not names:
+        return unknown
+    listed = ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return dataclasses.replace(unknown, value=f"{unknown.value} (Fn::ImportValue {listed}: {NOT_EXPORTED})")

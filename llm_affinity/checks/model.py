@@ -99,6 +99,26 @@ def is_invalid(value: Any) -> bool:
 
 
 @dataclass(frozen=True)
+class ForeignId:
+    """A reference to a resource of another template of the same app (``Fn::ImportValue``, a
+    nested stack's outputs, a parameter a parent stack passes): its file and logical id."""
+
+    file: str
+    logical_id: str
+
+    def __str__(self) -> str:
+        return self.logical_id
+
+
+def ref_key(ref: Any, like: "Resource | None") -> tuple[Any, Any]:
+    """(file, id) a reference made by ``like`` points to: a :class:`ForeignId` names its file;
+    any other id (a logical id, an ARN) is ``like``'s own file's (None for live resources)."""
+    if isinstance(ref, ForeignId):
+        return ref.file, ref.logical_id
+    return (like.location.file if like is not None else None), ref
+
+
+@dataclass(frozen=True)
 class Candidate:
     """One value a setting may take, and the branch it takes it in (``None``: always)."""
 
@@ -526,6 +546,8 @@ class Model:
     silenced: list[tuple[Resource, Serving]] = field(default_factory=list)
     #: Thresholds the run was asked for (see rules.base.Settings); set by the engine.
     settings: Any = None
+    #: The inputs (template paths) an app's model was built from, when more than one.
+    parts: list[str] = field(default_factory=list)
     _lookup: "_Index | None" = field(default=None, repr=False, compare=False)
 
     # -- lookups ---------------------------------------------------------------------------
@@ -551,17 +573,20 @@ class Model:
             self._lookup = _Index(self)
         return self._lookup
 
+    def _by_id(self, kind: str, ref: Any, like: Resource | None) -> list[Any]:
+        return self._index().by_id.get((kind, *ref_key(ref, like)), [])
+
     def load_balancers_by_id(self, lb_id: Any, like: Resource | None = None) -> list[LoadBalancer]:
-        return [lb for lb in self._index().by_id.get(("lb", lb_id), []) if compatible(lb, like)]
+        return [lb for lb in self._by_id("lb", lb_id, like) if compatible(lb, like)]
 
     def target_groups_by_id(self, tg_id: Any, like: Resource | None = None) -> list[TargetGroup]:
-        return [tg for tg in self._index().by_id.get(("tg", tg_id), []) if compatible(tg, like)]
+        return [tg for tg in self._by_id("tg", tg_id, like) if compatible(tg, like)]
 
     def fleets_by_id(self, fleet_id: Any, like: Resource | None = None) -> list[Fleet]:
-        return [f for f in self._index().by_id.get(("fleet", fleet_id), []) if compatible(f, like)]
+        return [f for f in self._by_id("fleet", fleet_id, like) if compatible(f, like)]
 
     def engines_by_id(self, engine_id: Any, like: Resource | None = None) -> list[EngineHost]:
-        return [e for e in self._index().by_id.get(("engine", engine_id), []) if compatible(e, like)]
+        return [e for e in self._by_id("engine", engine_id, like) if compatible(e, like)]
 
     def load_balancers_for(self, tg: TargetGroup) -> list[LoadBalancer]:
         """Every (compatible variant of a) load balancer that forwards to ``tg``."""
@@ -572,35 +597,36 @@ class Model:
 
     def target_groups_behind(self, lb: LoadBalancer) -> list[TargetGroup]:
         """Target groups a load balancer forwards to (compatible variants)."""
-        return [tg for tg in self._index().tgs_by_lb.get(lb.id, []) if compatible(tg, lb)]
+        return [tg for tg in self._index().tgs_by_lb.get(_own_key(lb), []) if compatible(tg, lb)]
 
-    def listener_by_id(self, listener_id: Any) -> list[Listener]:
-        return [ls for ls in self._index().by_id.get(("listener", listener_id), []) if ls.listener_id is None]
+    def listener_by_id(self, listener_id: Any, like: Resource | None = None) -> list[Listener]:
+        return [ls for ls in self._by_id("listener", listener_id, like) if ls.listener_id is None]
 
     def effective_lb_id(self, listener: Listener) -> Any:
-        """The load balancer of a listener, or of the listener a rule belongs to."""
+        """The load balancer of a listener, or of the listener a rule belongs to (as a reference
+        made by ``listener``: a :class:`ForeignId` when it lives in another template)."""
         if listener.listener_id is None:
             return listener.load_balancer_id
-        for parent in self.listener_by_id(listener.listener_id):
-            return parent.load_balancer_id
+        for parent in self.listener_by_id(listener.listener_id, listener):
+            return relative(parent.load_balancer_id, parent, listener)
         return Unresolved("listener outside this model")
 
     def fleets_for(self, tg: TargetGroup) -> list[Fleet]:
-        return [f for f in self._index().fleets_by_tg.get(tg.id, []) if compatible(f, tg)]
+        return [f for f in self._index().fleets_by_tg.get(_own_key(tg), []) if compatible(f, tg)]
 
     def services_for(self, tg: TargetGroup) -> list[Service]:
-        return [s for s in self._index().services_by_tg.get(tg.id, []) if compatible(s, tg)]
+        return [s for s in self._index().services_by_tg.get(_own_key(tg), []) if compatible(s, tg)]
 
     def workloads_for(self, tg: TargetGroup) -> list[Workload]:
-        return self._index().workloads_by_tg.get(tg.id, [])
+        return self._index().workloads_by_tg.get(_own_key(tg), [])
 
-    def workloads_by_id(self, workload_id: Any) -> list[Workload]:
-        return self._index().by_id.get(("workload", workload_id), [])
+    def workloads_by_id(self, workload_id: Any, like: Resource | None = None) -> list[Workload]:
+        return self._by_id("workload", workload_id, like)
 
     def routers_for(self, workload: Workload) -> list[Router]:
         out: list[Router] = []
         for router_id in workload.router_ids:
-            out += self._index().by_id.get(("router", router_id), [])
+            out += self._by_id("router", router_id, workload)
         return out
 
     def instances_for(self, tg: TargetGroup) -> list[EngineHost]:
@@ -610,10 +636,10 @@ class Model:
         return out
 
     def forwards_to(self, tg: TargetGroup) -> list[tuple[Listener, Forward]]:
-        return [(ls, fw) for ls, fw in self._index().forwards_by_tg.get(tg.id, []) if compatible(ls, tg)]
+        return [(ls, fw) for ls, fw in self._index().forwards_by_tg.get(_own_key(tg), []) if compatible(ls, tg)]
 
     def variant_count(self, resource: Resource) -> int:
-        return self._index().variants.get((resource.type, resource.id), 1)
+        return self._index().variants.get((resource.type, *_own_key(resource)), 1)
 
     # -- post-processing, called by sources once everything is loaded ---------------------
     # (assemble.finish links, classifies and counts: the model itself knows no rule or verdict)
@@ -625,17 +651,37 @@ class Model:
             ids = list(tg.load_balancer_ids)
             for ls, _ in self.forwards_to(tg):
                 lb_id = self.effective_lb_id(ls)
-                if not isinstance(lb_id, Unresolved) and lb_id not in ids:
+                if isinstance(lb_id, Unresolved):
+                    continue
+                lb_id = relative(lb_id, ls, tg)
+                if lb_id not in ids:
                     ids.append(lb_id)
             tg.load_balancer_ids = ids
         self._lookup = None  # load_balancer_ids changed
 
 
+def _own_key(resource: Resource) -> tuple[Any, Any]:
+    return resource.location.file, resource.id
+
+
+def relative(ref: Any, made_by: Resource, seen_from: Resource) -> Any:
+    """A reference ``made_by`` one resource, rewritten as ``seen_from`` another would make it
+    (a :class:`ForeignId` when the target lives in another file than ``seen_from``)."""
+    if isinstance(ref, Unresolved):
+        return ref
+    file, logical_id = ref_key(ref, made_by)
+    if file == seen_from.location.file:
+        return logical_id
+    return ForeignId(file, logical_id) if file is not None else logical_id
+
+
 class _Index:
-    """Resources of a model by id and by relation; lists are in model order."""
+    """Resources of a model by (kind, file, id) and by relation; lists are in model order. A
+    reference is always read from the file of the resource that makes it, so the templates of
+    one app (linted together) can share a model while their logical ids overlap."""
 
     def __init__(self, model: Model):
-        self.by_id: dict[tuple[str, Any], list[Any]] = {}
+        self.by_id: dict[tuple[str, Any, Any], list[Any]] = {}
         for kind, items in (
             ("lb", model.load_balancers),
             ("tg", model.target_groups),
@@ -646,31 +692,31 @@ class _Index:
             ("router", model.routers),
         ):
             for item in items:
-                self.by_id.setdefault((kind, item.id), []).append(item)
+                self.by_id.setdefault((kind, *_own_key(item)), []).append(item)
         self.forwards_by_tg: dict[Any, list[tuple[Listener, Forward]]] = {}
         for ls in model.listeners:
             for fw in ls.forwards:
-                for tg_id in dict.fromkeys(fw.target_group_ids):
-                    self.forwards_by_tg.setdefault(tg_id, []).append((ls, fw))
+                for key in dict.fromkeys(ref_key(t, ls) for t in fw.target_group_ids):
+                    self.forwards_by_tg.setdefault(key, []).append((ls, fw))
         self.fleets_by_tg: dict[Any, list[Fleet]] = {}
         for fleet in model.fleets:
-            for tg_id in dict.fromkeys(fleet.target_group_ids):
-                self.fleets_by_tg.setdefault(tg_id, []).append(fleet)
+            for key in dict.fromkeys(ref_key(t, fleet) for t in fleet.target_group_ids):
+                self.fleets_by_tg.setdefault(key, []).append(fleet)
         self.services_by_tg: dict[Any, list[Service]] = {}
         for service in model.services:
-            for tg_id in dict.fromkeys(service.target_group_ids):
-                self.services_by_tg.setdefault(tg_id, []).append(service)
+            for key in dict.fromkeys(ref_key(t, service) for t in service.target_group_ids):
+                self.services_by_tg.setdefault(key, []).append(service)
         self.workloads_by_tg: dict[Any, list[Workload]] = {}
         for workload in model.workloads:
-            for tg_id in dict.fromkeys(workload.target_group_ids):
-                self.workloads_by_tg.setdefault(tg_id, []).append(workload)
+            for key in dict.fromkeys(ref_key(t, workload) for t in workload.target_group_ids):
+                self.workloads_by_tg.setdefault(key, []).append(workload)
         self.tgs_by_lb: dict[Any, list[TargetGroup]] = {}
         for tg in model.target_groups:
-            for lb_id in dict.fromkeys(tg.load_balancer_ids):
-                self.tgs_by_lb.setdefault(lb_id, []).append(tg)
-        self.variants: dict[tuple[str, Any], int] = {}
+            for key in dict.fromkeys(ref_key(lb_id, tg) for lb_id in tg.load_balancer_ids):
+                self.tgs_by_lb.setdefault(key, []).append(tg)
+        self.variants: dict[tuple[str, Any, Any], int] = {}
         for r in model.all_resources():
-            key = (r.type, r.id)
+            key = (r.type, *_own_key(r))
             self.variants[key] = self.variants.get(key, 0) + 1
 
 
@@ -686,7 +732,10 @@ def scenario_label(assignment: dict[Any, Any]) -> str | None:
 
 
 def compatible(a: Resource | None, b: Resource | None) -> bool:
-    """False when two variants were built under contradicting assignments."""
+    """False when two variants were built under contradicting assignments (of one template:
+    the parameters and conditions of two templates are different things)."""
     if a is None or b is None or not a.scenario or not b.scenario:
+        return True
+    if a.location.file != b.location.file:
         return True
     return all(b.scenario.get(k, v) == v for k, v in a.scenario.items())

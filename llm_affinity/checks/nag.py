@@ -31,7 +31,7 @@ from aws_cdk import (
 )
 
 from .. import __version__
-from .lint import lint_paths
+from .lint import NOT_EXPORTED, lint_paths
 from .rules import DEFAULT_MIN_COOKIE_DURATION, SEVERITY_RANK, Settings
 from .severity import FAIL_ON
 
@@ -165,6 +165,13 @@ def _summary(report, paths: list[str]) -> tuple[PolicyViolation, dict[str, str]]
                 sorted({f"{u.rule.id} {u.resource.location.resource_id}: {u.value}" for u in report.unknown})[:10]
             )
             + ")"
+        )
+    imported = sorted({u.resource.location.resource_id for u in report.unknown if NOT_EXPORTED in u.value})
+    if imported:
+        text += (
+            f". {len(imported)} decision(s) depend on Fn::ImportValue from a stack outside this synth "
+            f"({', '.join(imported[:5])}{' ...' if len(imported) > 5 else ''}): the gate sees one stack (or "
+            "stage) at a time; `llm-affinity lint cdk.out` judges the whole app"
         )
     violation = PolicyViolation(
         rule_name=SUMMARY_RULE,

@@ -24,6 +24,7 @@ from ..common.definitions import ACCELERATOR_TYPES, IGNORE_REASON_TAG, IGNORE_TA
 from .model import (
     ABSENT,
     UNKNOWN,
+    ForeignId,
     Forward,
     Invalid,
     LoadBalancerSettings,
@@ -128,9 +129,10 @@ def as_text(value: Any, what: str = "value") -> Any:
 
 
 def ref_id(value: Any) -> Any:
-    """The logical id a reference points to, a literal (ARN or name), or Unresolved."""
+    """The logical id a reference points to (a :class:`ForeignId` for a resource of another
+    template linted with this one), a literal (ARN or name), or Unresolved."""
     if type(value).__name__ == "ResourceRef":
-        return value.logical_id
+        return ForeignId(value.file, value.logical_id) if value.file else value.logical_id
     if isinstance(value, str) and not _is_opaque(value):
         return value
     return Unresolved("reference not resolvable from the template")

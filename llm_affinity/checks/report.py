@@ -91,7 +91,14 @@ _COLORS = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m", "dim"
 _RESET = "\033[0m"
 
 
-def render_text(report: Report, color: bool = False) -> str:
+#: Unknown entries listed in text output without --verbose; the rest are counted.
+TEXT_UNKNOWN_LIMIT = 20
+
+
+def render_text(report: Report, color: bool = False, verbose: bool = False) -> str:
+    """Findings grouped by file, then the unknown entries (the first :data:`TEXT_UNKNOWN_LIMIT`,
+    all with ``verbose``), then a summary line. Everything from an input is escaped."""
+
     def paint(text: str, what: str) -> str:
         return f"{_COLORS[what]}{text}{_RESET}" if color else text
 
@@ -110,6 +117,7 @@ def render_text(report: Report, color: bool = False) -> str:
             )
             lines.append(paint(f"      fix: {printable(f.remediation)}  ({f.rule.docs})", "dim"))
         lines.append("")
+    lines += _unknown_lines(report, verbose, paint)
     summary = report.summary()
     parts = [f"{summary['error']} error(s)", f"{summary['warning']} warning(s)", f"{summary['info']} info"]
     tail = [
@@ -121,6 +129,27 @@ def render_text(report: Report, color: bool = False) -> str:
         tail.append(f"{len(report.errors)} input(s) could not be read")
     lines.append(", ".join(parts) + " · " + " · ".join(tail))
     return "\n".join(lines) + "\n"
+
+
+def _unknown_lines(report: Report, verbose: bool, paint) -> list[str]:
+    """``unknown (not decided by the inputs alone):`` then one line per entry, ``place  RULE
+    resource: value``."""
+    if not report.unknown:
+        return []
+    shown = report.unknown if verbose else report.unknown[:TEXT_UNKNOWN_LIMIT]
+    lines = [paint("unknown (not decided by the inputs alone; never a finding):", "bold")]
+    for u in shown:
+        loc = u.resource.location
+        if loc.file:
+            place = f"{loc.file}:{loc.line}" if loc.line else loc.file
+        else:
+            place = loc.region or "(account)"
+        lines.append(f"  {printable(place)}  {u.rule.id:<8} {printable(loc.resource_id)}: {printable(u.value)}")
+    hidden = len(report.unknown) - len(shown)
+    if hidden:
+        lines.append(paint(f"  ... and {hidden} more unknown value(s) (-v/--verbose lists them all)", "dim"))
+    lines.append("")
+    return lines
 
 
 def render_rules_text(rules: Iterable[Rule]) -> str:

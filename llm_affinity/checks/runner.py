@@ -153,6 +153,7 @@ def _with_variants(model: Model, hits: list[Hit]) -> str:
         for r in model.all_resources()
         if r.id == first.id
         and r.type == first.type
+        and r.location.file == first.location.file
         and all(r.scenario.get(k, object()) == v for k, v in common.items())
     ]
     if common and len(matching) == len(labels):

@@ -292,11 +292,12 @@ def _target_group_evidence(model: Model, tg: Any, fleet_verdicts: dict) -> tuple
 
 
 def _via(what: str, verdict: Serving, source: Resource, tg: Resource) -> Serving:
-    """``verdict`` as seen from ``tg``: naming the compute, and its file when it lives in
-    another template than the target group (a multi-stack app)."""
+    """``verdict`` as seen from ``tg``: naming the compute, and both files when it lives in
+    another template than the target group (a multi-stack app joined by Fn::ImportValue or a
+    nested stack)."""
     where = ""
     if source.location.file and tg.location.file and source.location.file != tg.location.file:
-        where = f" in {source.location.file}"
+        where = f" of {source.location.file}, registered in {tg.id} of {tg.location.file}"
     return Serving(f"{what}{where}: {verdict.reason}", verdict.when, verdict.level)
 
 

@@ -414,12 +414,7 @@ def alb010(model: Model) -> Iterator[Result]:
         elif invalid(value):
             yield Hit(lb, rejected("access_logs.s3.enabled", value) + set_in(lb, "load-balancer"), branch)
         elif value is not True:
-            yield Hit(
-                lb,
-                f"load balancer {name(lb)} fronts inference without access logs" + (ONE_REPLICA_NOTE if one else ""),
-                branch,
-                one,
-            )
+            yield Hit(lb, f"load balancer {name(lb)} fronts inference without access logs", branch, one)
 
 
 @rule(

@@ -73,6 +73,9 @@ def fleet001(model: Model) -> Iterator[Result]:
     for resource, value in model.serving_unknowns:
         yield Unknown(resource, value)
     yield from _undecided_fronts(model)
+    for compute in [*model.fleets, *model.services]:  # serves LLM inference into a group we cannot see
+        if compute.inference and any(unresolved(t) for t in compute.target_group_ids) and not single(model, compute):
+            yield Unknown(compute, "TargetGroupARNs" if isinstance(compute, Fleet) else "LoadBalancers TargetGroupArn")
     for resource, verdict in model.silenced:  # recorded as suppressed (serving.SILENCING_RULE)
         branch = f" when {verdict.when}" if verdict.when else ""
         tag = f"annotated {K8S_PREFIX}role: {ROLE_OTHER}" if is_kube(resource) else f"tagged {ROLE_TAG}={ROLE_OTHER}"
@@ -114,7 +117,10 @@ def _undecided_fronts(model: Model) -> Iterator[Result]:
     inputs), listed when an LLM server that may hold several pods is behind them."""
     for resource, value, workload_ids in model.unknown_fronts:
         for workload_id in workload_ids:
-            if any(w.evidence and w.evidence.llm and not single(model, w) for w in model.workloads_by_id(workload_id)):
+            if any(
+                w.evidence and w.evidence.llm and not single(model, w)
+                for w in model.workloads_by_id(workload_id, resource)
+            ):
                 yield Unknown(resource, value)
                 break
 
@@ -217,7 +223,7 @@ def _inference_fleets(model: Model) -> list[Resource]:
     fleets: list[Resource] = [f for f in model.fleets if f.inference]
     workloads = [w for w in model.workloads if w.inference]
     covered = {id(tg) for f in fleets for tg in model.target_groups if tg in _groups_of_fleet(model, f)}
-    covered |= {id(tg) for w in workloads for tg_id in w.target_group_ids for tg in model.target_groups_by_id(tg_id)}
+    covered |= {id(tg) for w in workloads for tg_id in w.target_group_ids for tg in model.target_groups_by_id(tg_id, w)}
     out = [f for f in fleets if not single(model, f)]
     out += [w for w in workloads if not single(model, w)]
     out += [tg for tg in model.target_groups if tg.inference and id(tg) not in covered and not single(model, tg)]

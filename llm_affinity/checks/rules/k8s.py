@@ -137,7 +137,7 @@ def _caching_engines(model: Model, router: Router) -> list[Workload]:
     caching off loses nothing: FLEET003 reports them)."""
     out: list[Workload] = []
     for engine_id in router.engine_ids:
-        for engine in model.workloads_by_id(engine_id):
+        for engine in model.workloads_by_id(engine_id, router):
             if engine.inference and not _PREFIX_CACHING_OFF.search("\n".join(engine.commands)):
                 out.append(engine)
     return out
@@ -267,7 +267,7 @@ def k8s004(model: Model) -> Iterator[Result]:
         need, why = GENERATION_SECONDS, f"a long generation ({GENERATION_SECONDS} s)"
         unknown = False
         for tg_id in workload.target_group_ids:
-            for tg in model.target_groups_by_id(tg_id):
+            for tg in model.target_groups_by_id(tg_id, workload):
                 delay = tg.settings.deregistration_delay
                 if unresolved(delay):
                     yield Unknown(workload, f"deregistration_delay.timeout_seconds of target group {tg.id}")

@@ -25,10 +25,10 @@ from .base import Hit, Result, rule
     docs="https://github.com/cdklabs/cdk-nag#suppressing-a-rule",
 )
 def sup001(model: Model) -> Iterator[Result]:
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple] = set()
     said: set[tuple] = set()
     for resource in model.all_resources():
-        key = (resource.type, resource.id)
+        key = (resource.type, resource.location.file, resource.id)
         if key in seen:
             continue
         seen.add(key)

@@ -88,6 +88,9 @@ class _Variant:
     label: str | None
     location: Location
     suppressions: list[Suppression]
+    #: the commands and files of the resource's ``AWS::CloudFormation::Init`` metadata (what
+    #: cfn-init runs at boot), as text; None when it has none
+    init: str | None = None
 
     def common(self) -> dict[str, Any]:
         return {
@@ -99,9 +102,16 @@ class _Variant:
         }
 
 
-def model_from_template(tf: TemplateFile) -> Model:
-    """One model per template: every modelled resource in each of its scenarios."""
-    tpl = Template(tf.data)
+#: The resource types a model holds (references between templates join them: stacks.Links).
+MODELLED = frozenset(_MODELLED)
+
+
+def model_from_template(tf: TemplateFile, tpl: Template | None = None, finished: bool = True) -> Model:
+    """One model per template: every modelled resource in each of its scenarios. ``tpl`` is the
+    template ready to resolve (with what the other templates linted with it provide, see
+    :mod:`.stacks`); ``finished=False`` leaves linking and classification to the caller (the
+    templates of one app are judged as one model)."""
+    tpl = tpl if tpl is not None else Template(tf.data, path=tf.path)
     model = Model(scope=tf.path)
     by_type: dict[str, list[_Variant]] = {}
     for logical_id, resource in tpl.resources.items():
@@ -114,12 +124,14 @@ def model_from_template(tf: TemplateFile) -> Model:
             logical_id, rtype, file=tf.path, line=tf.resource_lines.get(logical_id), path=_cdk_path(resource)
         )
         suppressions = _suppressions(resource)
+        init = _init_text(tpl, resource) if rtype in (T_LT, T_LC, T_INSTANCE) else None
         for props, scenario, label in _variants(tpl, resource):
             by_type.setdefault(rtype, []).append(
-                _Variant(logical_id, _raw_props(resource), props, scenario, label, location, suppressions)
+                _Variant(logical_id, _raw_props(resource), props, scenario, label, location, suppressions, init)
             )
     _Builder(tpl, model, by_type).build()
-    finish(model)
+    if finished:
+        finish(model)
     model.resources_checked = len(tpl.resources)  # every resource was looked at, modelled or not
     return model
 
@@ -220,7 +232,7 @@ class _Builder:
                 instance_types=self.candidates(
                     raw.get("InstanceType", ABSENT), data.get("InstanceType", ABSENT), v.scenario
                 ),
-                user_data=_user_data(raw.get("UserData"), data.get("UserData", ABSENT)),
+                user_data=_with_init(_user_data(raw.get("UserData"), data.get("UserData", ABSENT)), v.init),
                 accelerators=N.asks_for_accelerators(data.get("InstanceRequirements", ABSENT)),
                 source_id=v.logical_id,
             )
@@ -539,6 +551,34 @@ def _user_data(raw: Any, resolved: Any) -> Any:
     if (isinstance(raw, dict) and "Fn::Base64" in raw) or isinstance(resolved, Partial):
         return resolved
     return N.decode_base64_user_data(resolved)
+
+
+def _init_text(tpl: Template, resource: dict) -> str | None:
+    """The text leaves (commands, file contents, service names) of the resource's
+    ``AWS::CloudFormation::Init`` metadata: what cfn-init runs at boot belongs to the
+    instance's user data for recognising an LLM server (the Ollama sample installs it there)."""
+    meta = resource.get("Metadata")
+    init = meta.get("AWS::CloudFormation::Init") if isinstance(meta, dict) else None
+    if not isinstance(init, dict):
+        return None
+    texts: list[str] = []
+    stack: list[Any] = [tpl.resolve(init, {})]
+    while stack and len(texts) < 10_000:
+        item = stack.pop()
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return "\n".join(texts) or None
+
+
+def _with_init(user_data: Any, init: str | None) -> Any:
+    """User data followed by the cfn-init commands and files (unresolved user data stays so)."""
+    if init is None or isinstance(user_data, Unresolved):
+        return user_data
+    return init if user_data is None else f"{user_data}\n{init}"
 
 
 def _raw_props(resource: dict) -> dict:

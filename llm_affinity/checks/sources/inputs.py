@@ -2,13 +2,13 @@
 input (``-``), and CDK cloud assemblies (``cdk.out``: its ``manifest.json``, nested assemblies of
 stages, nested-stack templates).
 
-Each template read becomes one :class:`~llm_affinity.checks.model.Model` (built by
-:mod:`.cfn`); every Kubernetes object read, from all inputs together, goes into one more model
-(built by :mod:`.k8s`: an Ingress in one file names a Service in another, as ``kubectl apply -f
-folder/`` would join them). Files and standard input are recognised by content
-(:mod:`.manifests`); a cloud assembly holds templates only. Each input that cannot be read or
-judged becomes one error entry naming it (one per bad document of a stream), and every other
-input is still read. Inputs are untrusted (a ``cdk.out`` or manifests in a pull request):
+Templates are modelled by :mod:`.cfn` (the templates of one app together); every Kubernetes
+object read, from all inputs together, goes into one more model (built by :mod:`.k8s`: an
+Ingress in one file names a Service in another, as ``kubectl apply -f folder/`` would join
+them). Files and standard input are recognised by content (:mod:`.manifests`); a cloud assembly
+holds templates only. Each input that cannot be read or judged becomes one error entry naming it
+(one per bad document of a stream), and every other input is still read. Inputs are untrusted
+(a ``cdk.out`` or manifests in a pull request):
 
 * only regular files are read, never more than the size cap (:mod:`.files`);
 * a cloud assembly is a boundary: every path its manifests name (``templateFile``,
@@ -36,10 +36,12 @@ from ...common.files import (
     read_stdin,
     stat_path,
 )
+from ..assemble import finish
 from ..model import Model, ModelError
-from .cfn import model_from_template
-from .intrinsics import collect_over_budget
+from .cfn import MODELLED, model_from_template
+from .intrinsics import Template
 from .manifests import KubeObject, parse_input
+from .stacks import Links
 from .template_file import (
     MAX_TEMPLATE_BYTES,
     TEMPLATE_SUFFIXES,
@@ -57,12 +59,28 @@ _HEAD_BYTES = 65536
 
 
 @dataclass
+class _Parsed:
+    """A template read and parsed, waiting for the others (imports, nested stacks)."""
+
+    path: str
+    tf: TemplateFile
+    stack_name: str | None = None
+
+
+@dataclass
 class Loaded:
+    #: one model per app: templates joined by Fn::ImportValue / nested stacks share one
     models: list[Model] = field(default_factory=list)
     errors: list[ModelError] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
     #: template path → logical ids with a value over the resolution budget ("too large to resolve")
     too_large: dict[str, set[str]] = field(default_factory=dict)
+    #: template path → logical id → property → export names it imports that no input exports
+    missing_imports: dict[str, dict[str, dict[str, list[str]]]] = field(default_factory=dict)
+    pending: list[_Parsed] = field(default_factory=list, repr=False)
+    #: cloud assembly folder (as shown) → asset object key → the file (as shown) it uploads:
+    #: how a nested stack's TemplateURL finds its template when no aws:asset:path says it
+    assets: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     #: Kubernetes objects of every input, modelled together once all inputs are read
     kube: list[KubeObject] = field(default_factory=list)
 
@@ -72,7 +90,10 @@ STDIN = "-"
 
 
 def load_paths(paths: Iterable[str]) -> Loaded:
-    """Read every path; a bad input becomes an error entry and the others are still read."""
+    """Read every path; a bad input becomes an error entry and the others are still read. The
+    templates read are then modelled together: what one imports from another (or a nested
+    stack from its parent) is resolved across them (:mod:`.stacks`); the Kubernetes objects read
+    make one more model."""
     out = Loaded()
     stdin_read = False
     for path in paths:
@@ -92,6 +113,7 @@ def load_paths(paths: Iterable[str]) -> Loaded:
             out.errors.append(ModelError(_shown(path), "ran out of memory reading this input"))
         except Exception as exc:  # isolation: one input's failure never drops the others
             out.errors.append(ModelError(_shown(path), unexpected(exc, "reading this input")))
+    _model_all(out)
     if out.kube:
         _model_kubernetes(out)
     return out
@@ -133,6 +155,75 @@ def _model_kubernetes(out: Loaded) -> None:
             out.inputs.remove(path)
 
 
+def _model_all(out: Loaded) -> None:
+    """Model every parsed template with what the others provide, then judge the templates of
+    one app as one model (each failure costs its own template only)."""
+    links = Links(MODELLED, out.assets)
+    templates: list[Template] = []
+    for parsed in out.pending:
+        tpl = Template(parsed.tf.data, path=parsed.path, stack_name=parsed.stack_name, links=links)
+        links.add(tpl)
+        templates.append(tpl)
+    links.index()
+    models: dict[str, Model] = {}
+    for parsed, tpl in zip(out.pending, templates, strict=True):
+        model = _model_one(parsed, tpl, out)
+        if model is not None:
+            models[parsed.path] = model
+    out.pending = []
+    for group in links.groups(list(models)):
+        checked = sum(models[p].resources_checked for p in group)  # every resource looked at
+        model = _merged([models[p] for p in group])
+        try:
+            finish(model)
+        except RecursionError:
+            out.errors += [ModelError(p, "nesting too deep to read") for p in group]
+            continue
+        except Exception as exc:
+            out.errors += [ModelError(p, unexpected(exc, "checking this template")) for p in group]
+            continue
+        model.resources_checked = checked
+        out.models.append(model)
+        out.inputs += group
+
+
+def _model_one(parsed: _Parsed, tpl: Template, out: Loaded) -> Model | None:
+    path = parsed.path
+    try:
+        model = model_from_template(parsed.tf, tpl, finished=False)
+    except RecursionError:
+        out.errors.append(ModelError(path, "nesting too deep to read"))
+        return None
+    except MemoryError:
+        out.errors.append(ModelError(path, "ran out of memory checking this template"))
+        return None
+    except Exception as exc:  # a template the model builder cannot digest: this input only
+        out.errors.append(ModelError(path, unexpected(exc, "checking this template")))
+        return None
+    if tpl.too_large:
+        out.too_large[path] = set(tpl.too_large)
+    if tpl.missing_imports:
+        out.missing_imports[path] = dict(tpl.missing_imports)
+    return model
+
+
+def _merged(models: list[Model]) -> Model:
+    """One model of an app's templates (its scope: the first template's path)."""
+    if len(models) == 1:
+        return models[0]
+    merged = Model(scope=models[0].scope, parts=[m.scope for m in models])
+    for m in models:
+        merged.load_balancers += m.load_balancers
+        merged.listeners += m.listeners
+        merged.target_groups += m.target_groups
+        merged.fleets += m.fleets
+        merged.engines += m.engines
+        merged.services += m.services
+        merged.gateways += m.gateways
+        merged.alarms += m.alarms
+    return merged
+
+
 def unexpected(exc: BaseException, doing: str) -> str:
     """One line for a failure nobody foresaw: what, while doing what."""
     detail = " ".join(str(exc).split())[:200]
@@ -146,7 +237,7 @@ def _load_one(path: str, out: Loaded) -> None:
         out.errors.append(ModelError(path, str(exc)))
         return
     if stat.S_ISDIR(st.st_mode):
-        before = len(out.inputs) + len(out.errors)
+        before = len(out.inputs) + len(out.errors) + len(out.pending)
         manifest, problem = _read_manifest(os.path.join(path, "manifest.json"))
         if problem is not None:
             out.errors.append(ModelError(os.path.join(path, "manifest.json"), problem))
@@ -156,7 +247,7 @@ def _load_one(path: str, out: Loaded) -> None:
             _load_assembly(Folder(root, path), manifest, out, root, {root}, 0)
         else:
             _load_folder(path, out)
-        if len(out.inputs) + len(out.errors) == before:
+        if len(out.inputs) + len(out.errors) + len(out.pending) == before:
             out.errors.append(
                 ModelError(path, "no CloudFormation templates or Kubernetes manifests found in this folder")
             )
@@ -175,12 +266,19 @@ def _load_one(path: str, out: Loaded) -> None:
 
 
 def _load_template(
-    path: str, out: Loaded, *, require_resources: bool, real: str | None = None, by_content: bool = False
+    path: str,
+    out: Loaded,
+    *,
+    require_resources: bool,
+    real: str | None = None,
+    stack_name: str | None = None,
+    by_content: bool = False,
 ) -> None:
-    """Read, parse and model one template; ``real`` is the path to open when ``path`` (the
-    name shown) was checked against an assembly boundary. ``by_content``: the file may also be
-    Kubernetes manifests (a file named on the command line or met in a folder scan; a cloud
-    assembly holds templates only)."""
+    """Read and parse one template (modelled with the others by :func:`_model_all`); ``real``
+    is the path to open when ``path`` (the name shown) was checked against an assembly
+    boundary; ``stack_name`` is its stack's name when a cloud assembly says it. ``by_content``:
+    the file may also be Kubernetes manifests (a file named on the command line or met in a
+    folder scan; a cloud assembly holds templates only)."""
     try:
         raw = read_template_bytes(real or path)
     except TemplateError as exc:  # not a regular file, unreadable, too large, broken symlink...
@@ -204,7 +302,7 @@ def _load_template(
     del raw
     if "Resources" not in tf.data:
         return  # a folder's non-template JSON/YAML (package.json, CI config...)
-    _model_template(tf, path, out)
+    out.pending.append(_Parsed(path, tf, stack_name))
 
 
 def _load_bytes(raw: bytes, path: str, out: Loaded, *, explicit: bool) -> None:
@@ -224,7 +322,7 @@ def _load_bytes(raw: bytes, path: str, out: Loaded, *, explicit: bool) -> None:
     manifest_like = not explicit and not parsed.objects and _looks_like_manifest(raw)
     del raw
     if parsed.template is not None:
-        _model_template(parsed.template, path, out)
+        out.pending.append(_Parsed(path, parsed.template))
         return
     if parsed.objects or explicit or manifest_like:
         out.errors += [ModelError(path, problem) for problem in parsed.problems]
@@ -244,25 +342,6 @@ def _looks_like_manifest(head: bytes) -> bool:
     (and is not a Helm chart's template, which only its rendered output can be judged by)."""
     head = head[:_HEAD_BYTES]
     return b"apiVersion" in head and b"kind" in head and b"{{" not in head
-
-
-def _model_template(tf: TemplateFile, path: str, out: Loaded) -> None:
-    try:
-        with collect_over_budget() as over_budget:
-            model = model_from_template(tf)
-    except RecursionError:
-        out.errors.append(ModelError(path, "nesting too deep to read"))
-        return
-    except MemoryError:
-        out.errors.append(ModelError(path, "ran out of memory checking this template"))
-        return
-    except Exception as exc:  # a template the model builder cannot digest: this input only
-        out.errors.append(ModelError(path, unexpected(exc, "checking this template")))
-        return
-    out.models.append(model)
-    out.inputs.append(path)
-    if over_budget:
-        out.too_large[path] = set(over_budget)
 
 
 def _looks_like_template(head: bytes) -> bool:
@@ -389,17 +468,28 @@ def _load_assembly(where: Folder, manifest: dict[str, Any], out: Loaded, root: s
                     )
                     continue
                 listed.add(real)
-                _load_template(os.path.join(where.shown, template), out, require_resources=True, real=real)
+                stack_name = props.get("stackName") if isinstance(props.get("stackName"), str) else name
+                _load_template(
+                    os.path.join(where.shown, template),
+                    out,
+                    require_resources=True,
+                    real=real,
+                    stack_name=stack_name if isinstance(stack_name, str) else None,
+                )
             elif kind == "cdk:cloud-assembly":
                 directory = props.get("directoryName")
                 if not isinstance(directory, str):
                     continue
                 _load_nested_assembly(where, name, directory, out, root, seen, depth)
     try:
-        names = sorted(entry.name for entry in os.scandir(folder) if entry.name.endswith(".nested.template.json"))
+        entries = sorted(entry.name for entry in os.scandir(folder))
     except OSError as exc:
         out.errors.append(ModelError(where.shown, f"cannot list folder: {describe_os_error(exc)}"))
         return
+    names = [name for name in entries if name.endswith(".nested.template.json")]
+    for name in entries:
+        if name.endswith(".assets.json"):
+            _read_assets(where, root, name, out)
     for nested in names:
         real = _inside(root, folder, nested)
         if real is None:
@@ -407,6 +497,33 @@ def _load_assembly(where: Folder, manifest: dict[str, Any], out: Loaded, root: s
         elif real not in listed:
             listed.add(real)
             _load_template(os.path.join(where.shown, nested), out, require_resources=True, real=real)
+
+
+def _read_assets(where: Folder, root: str, name: str, out: Loaded) -> None:
+    """The file assets an assembly's ``*.assets.json`` lists, by S3 object key (a nested
+    stack's ``TemplateURL`` ends with it). What cannot be read is skipped: it only helps find
+    nested templates, whose references then stay unknown."""
+    real = _inside(root, where.real, name)
+    if real is None:
+        return
+    try:
+        data = json.loads(read_regular(real, MAX_TEMPLATE_BYTES).decode("utf-8-sig"))
+    except (ReadError, ValueError, RecursionError):
+        return
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict):
+        return
+    keys = out.assets.setdefault(os.path.normpath(where.shown), {})
+    for asset in files.values():
+        source = asset.get("source") if isinstance(asset, dict) else None
+        path = source.get("path") if isinstance(source, dict) else None
+        destinations = asset.get("destinations") if isinstance(asset, dict) else None
+        if not isinstance(path, str) or not path.endswith(".json") or not isinstance(destinations, dict):
+            continue
+        for destination in destinations.values():
+            key = destination.get("objectKey") if isinstance(destination, dict) else None
+            if isinstance(key, str) and key:
+                keys[key.rsplit("/", 1)[-1]] = os.path.normpath(os.path.join(where.shown, path))
 
 
 def _load_nested_assembly(

@@ -42,6 +42,11 @@ TEMPLATE_WORK_BASE = 500_000
 TEMPLATE_WORK_PER_VALUE = 4
 #: ... and never more than this per template (about 3 s of resolution on a slow machine).
 MAX_TEMPLATE_WORK = 4_000_000
+#: Values Fn::FindInMap may bring in from Mappings, across the whole template. A fixed amount,
+#: not a multiple of the template's size: 5,000 target groups each looking up a 20,000-item
+#: list once took 4M values of resolution (and as many attributes to read) before the work
+#: budget stopped them; lookups of honest templates are scalars or short lists.
+MAX_TEMPLATE_EXPANSION = 250_000
 #: Stands for a YAML alias expansion that went over the budget (template_file.py): resolves to
 #: UNKNOWN, reported as too large to resolve.
 TOO_LARGE_MARKER = "Fn::LlmAffinityTooLargeToResolve"
@@ -56,10 +61,13 @@ class Partial(str):
 
 @dataclass(frozen=True)
 class ResourceRef:
-    """``Ref``/``Fn::GetAtt`` to another resource of the same template."""
+    """``Ref``/``Fn::GetAtt`` to a resource: of the same template (``file`` None), or of another
+    template linted with it (``file`` is that template's path: reached through
+    ``Fn::ImportValue``, a nested stack's outputs or a parameter its parent stack passes)."""
 
     logical_id: str
     attribute: str | None = None
+    file: str | None = None
 
 
 _SUB_VAR = re.compile(r"\$\{([^}]*)\}")
@@ -91,10 +99,23 @@ def collect_over_budget() -> Iterator[list[str]]:
 
 
 class Template:
-    """A template's parameters, conditions and mappings, ready to resolve values."""
+    """A template's parameters, conditions and mappings, ready to resolve values.
 
-    def __init__(self, data: dict[str, Any]):
+    ``path`` names it among the templates linted together; ``stack_name`` is its stack's name
+    when known (a cloud assembly's manifest), for ``AWS::StackName``; ``links`` (a
+    :class:`~.stacks.Links`) resolves what other templates provide: ``Fn::ImportValue``, a nested
+    stack's ``Outputs``, the parameters a parent stack passes."""
+
+    def __init__(self, data: dict[str, Any], path: str | None = None, stack_name: str | None = None, links: Any = None):
         self.data = data
+        self.path = path
+        self.stack_name = stack_name
+        self.links = links
+        #: logical id → property → export names imported there that no input exports
+        self.missing_imports: dict[str, dict[str, list[str]]] = {}
+        self._missing_now: list[tuple[str, str]] = []
+        self._entry: Any = None  # the node of the resolution under way (a resource's Properties)
+        self._key_now = ""  # its top-level key being resolved
         self.parameters = data.get("Parameters") if isinstance(data.get("Parameters"), dict) else {}
         self.conditions = data.get("Conditions") if isinstance(data.get("Conditions"), dict) else {}
         self.mappings = data.get("Mappings") if isinstance(data.get("Mappings"), dict) else {}
@@ -104,6 +125,8 @@ class Template:
         self._condition_cache: dict[tuple, Any] = {}
         self.work = 0  # values visited so far (MAX_TEMPLATE_WORK)
         self.text = 0  # characters built so far (MAX_TEMPLATE_TEXT)
+        self.expanded = 0  # values brought in by Fn::FindInMap so far (MAX_TEMPLATE_EXPANSION)
+        self._sizes: dict[int, int] = {}  # id(mapping value) → values it holds
         self._limit = 0  # work allowed to the resolution under way
         self._flagged = False  # some value of the resolution under way was too large
         self._budget: int | None = None  # work allowed to the whole template
@@ -116,9 +139,16 @@ class Template:
     # -- parameters ----------------------------------------------------------------------
 
     def candidates(self, name: str) -> list[Any]:
-        """Values a parameter may take: its AllowedValues and Default (as cfn-lint does).
-        Empty when nothing is known (no default, no allowed values)."""
+        """Values a parameter may take: its AllowedValues and Default (as cfn-lint does), or
+        the one value a parent stack linted with it passes. Empty when nothing is known (no
+        default, no allowed values, or a value the parent passes that does not resolve)."""
         if name not in self._candidates:
+            passed = self.links.parameter(self, name) if self.links is not None else None
+            if passed is not None:
+                (value,) = passed
+                plain = isinstance(value, (str, int, float, bool)) and not isinstance(value, Partial)
+                self._candidates[name] = [_param_value(value)] if plain else []
+                return self._candidates[name]
             param = self.parameters.get(name)
             values: list[Any] = []
             if isinstance(param, dict):
@@ -214,6 +244,8 @@ class Template:
             self._budget = TEMPLATE_WORK_BASE + TEMPLATE_WORK_PER_VALUE * _count_values(self.resources, enough)
         self._limit = min(self.work + MAX_RESOURCE_WORK, self._budget)
         self._flagged = False
+        self._missing_now = []
+        self._entry, self._key_now = node, ""
         try:
             value = self._resolve(node, scenario, depth)
         except _OverBudget:
@@ -221,18 +253,35 @@ class Template:
             value = UNKNOWN
         finally:
             self._limit = 0
+            self._entry = None
         if self._flagged:
             self._note_too_large(node)
+        if self._missing_now:
+            owner = self._owner(node)
+            if owner is not None:
+                by_key = self.missing_imports.setdefault(owner, {})
+                for key, name in self._missing_now:
+                    names = by_key.setdefault(key, [])
+                    if name not in names:
+                        names.append(name)
         return value
 
-    def _note_too_large(self, node: Any) -> None:
+    def missing_import(self, name: str) -> None:
+        """Note an ``Fn::ImportValue`` whose export no input provides, under the property of
+        the resource under resolution it was met in."""
+        self._missing_now.append((self._key_now, name))
+
+    def _owner(self, node: Any) -> str | None:
         if self._owners is None:
             self._owners = {}
             for logical_id, resource in self.resources.items():
                 self._owners[id(resource)] = logical_id
                 if isinstance(resource, dict) and "Properties" in resource:
                     self._owners[id(resource["Properties"])] = logical_id
-        owner = self._owners.get(id(node))
+        return self._owners.get(id(node))
+
+    def _note_too_large(self, node: Any) -> None:
+        owner = self._owner(node)
         if owner is not None and owner not in self._too_large_set:
             self._too_large_set.add(owner)
             self.too_large.append(owner)
@@ -244,6 +293,16 @@ class Template:
         if size > MAX_TEXT or self.text + size > MAX_TEMPLATE_TEXT:
             raise _ValueTooLarge
         self.text += size
+
+    def spend_expansion(self, value: Any) -> None:
+        """Account for the values ``value`` (a mapping's entry) brings into the template;
+        raises when the template's expansion budget is spent (that value is too large)."""
+        key = id(value)
+        if key not in self._sizes:
+            self._sizes[key] = _count_values(value, MAX_TEMPLATE_EXPANSION + 1)
+        if self.expanded + self._sizes[key] > MAX_TEMPLATE_EXPANSION:
+            raise _ValueTooLarge
+        self.expanded += self._sizes[key]
 
     def spend_work(self, units: int) -> None:
         self.work += units
@@ -277,7 +336,10 @@ class Template:
                     self._flagged = True
                     return UNKNOWN
         out = {}
+        entry = node is self._entry
         for key, value in node.items():
+            if entry:
+                self._key_now = key if isinstance(key, str) else ""
             resolved = self._resolve(value, scenario, depth + 1)
             if resolved is not ABSENT:
                 out[key] = resolved
@@ -292,10 +354,16 @@ class Template:
             key = ("parameter", name)
             if key in scenario:
                 return scenario[key]
+            if self.links is not None:
+                passed = self.links.parameter(self, name)
+                if passed is not None:
+                    return passed[0]  # what the parent stack passes (a resource of it, too)
             values = self.candidates(name)
             return values[0] if len(values) == 1 else UNKNOWN
         if name in self.resources:
             return ResourceRef(name)
+        if name == "AWS::StackName" and self.stack_name:
+            return self.stack_name
         return UNKNOWN  # pseudo parameters and undeclared names
 
     def condition_value(self, name: Any, scenario: dict[Any, Any], depth: int = 0) -> Any:
@@ -514,6 +582,7 @@ def _fn_find_in_map(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
         if len(arg) > 3 and isinstance(arg[3], dict) and "DefaultValue" in arg[3]:
             return tpl.resolve(arg[3]["DefaultValue"], scenario, depth)
         return UNKNOWN
+    tpl.spend_expansion(value)  # bounded across the template, not only per value
     return tpl.resolve(value, scenario, depth)
 
 
@@ -523,7 +592,25 @@ def _fn_get_att(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
     name = arg[0]
     if isinstance(name, str) and name in tpl.resources:
         attribute = arg[1] if len(arg) > 1 and isinstance(arg[1], str) else None
+        if attribute and attribute.startswith("Outputs.") and tpl.links is not None:
+            value = tpl.links.stack_output(tpl, name, attribute[len("Outputs.") :])
+            if value is not None:
+                return value  # a nested stack's output, resolved in the child template
         return ResourceRef(name, attribute)
+    return UNKNOWN
+
+
+def _fn_import_value(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+    """The value another template linted with this one exports under that name; UNKNOWN (and
+    the name noted) when no input exports it."""
+    name = tpl.resolve(arg, scenario, depth)
+    if not isinstance(name, str):
+        return UNKNOWN
+    if tpl.links is not None:
+        value = tpl.links.import_value(tpl, name)
+        if value is not None:
+            return value
+    tpl.missing_import(name.replace(PLACEHOLDER, "*") if isinstance(name, Partial) else name)
     return UNKNOWN
 
 
@@ -544,9 +631,9 @@ _FUNCTIONS = {
     "Fn::Split": _fn_split,
     "Fn::FindInMap": _fn_find_in_map,
     "Fn::GetAtt": _fn_get_att,
-    # Decided only at deploy time (other stacks, the account, the region):
+    # Decided only at deploy time (the account, the region):
     "Fn::GetAZs": _unknown,
-    "Fn::ImportValue": _unknown,
+    "Fn::ImportValue": _fn_import_value,
     "Fn::Cidr": _unknown,
     "Fn::Transform": _unknown,
     "Fn::ToJsonString": _unknown,

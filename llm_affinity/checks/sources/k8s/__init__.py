@@ -21,10 +21,11 @@ read and what each annotation means.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterable
 
 from ...assemble import finish
-from ...model import Alarm, Model, Unresolved
+from ...model import Alarm, ForeignId, Model, Unresolved
 from ..manifests import KubeObject
 from .bindings import build_bindings
 from .ingress import build_ingresses
@@ -66,10 +67,49 @@ def model_from_objects(objects: Iterable[KubeObject]) -> Model:
     build_bindings(cat, pods, model)
     for rule in cat.of("PrometheusRule"):
         model.alarms.append(Alarm(**common(rule), watches=_alert_expressions(rule)))
+    _localize(model)
     _bound_target_groups(model)
     finish(model)
     model.resources_checked = len(objects)
     return model
+
+
+def _localize(model: Model) -> None:
+    """References as the model reads them: an id in the referring resource's file, a
+    :class:`~...model.ForeignId` (file, id) when the resource it names lives in another file
+    (an Ingress's target group whose Service, in another file, carries its attributes; a
+    Deployment in one file behind a Service in another). Ids are unique across the Kubernetes
+    model, so each reference names exactly one resource."""
+    tgs = {tg.id: tg for tg in model.target_groups}
+    lbs = {lb.id: lb for lb in model.load_balancers}
+    listeners = {ls.id: ls for ls in model.listeners}
+    workloads = {w.id: w for w in model.workloads}
+    routers = {r.id: r for r in model.routers}
+
+    def rel(index: dict[str, Any], ref: Any, made_by: Any) -> Any:
+        target = index.get(ref) if isinstance(ref, str) else None
+        if target is None or target.location.file == made_by.location.file:
+            return ref
+        return ForeignId(target.location.file, ref)
+
+    for w in model.workloads:
+        w.target_group_ids = [rel(tgs, t, w) for t in w.target_group_ids]
+        w.router_ids = [rel(routers, r, w) for r in w.router_ids]
+    for r in model.routers:
+        r.engine_ids = [rel(workloads, e, r) for e in r.engine_ids]
+    for tg in model.target_groups:
+        tg.load_balancer_ids = [rel(lbs, lb_id, tg) for lb_id in tg.load_balancer_ids]
+    for ls in model.listeners:
+        ls.load_balancer_id = rel(lbs, ls.load_balancer_id, ls)
+        if ls.listener_id is not None:
+            ls.listener_id = rel(listeners, ls.listener_id, ls)
+        ls.forwards = [
+            dataclasses.replace(fw, target_group_ids=tuple(rel(tgs, t, ls) for t in fw.target_group_ids))
+            for fw in ls.forwards
+        ]
+    model.unknown_fronts = [
+        (front, value, [rel(workloads, w, front) for w in ids]) for front, value, ids in model.unknown_fronts
+    ]
 
 
 def _bound_target_groups(model: Model) -> None:

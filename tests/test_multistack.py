@@ -1,0 +1,320 @@
+"""Multi-stack apps (llm_affinity.checks.sources.stacks): the load balancer in one template, the
+fleet in another, joined by Fn::ImportValue (CDK's ExportsOutput… names, Fn::Sub / Fn::Join
+names), by a nested stack's outputs or by the parameters a parent passes. The templates linted
+together are judged as one app; a finding lands where the harm is and names both files; an
+import no input exports is an unknown entry naming the export."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from llm_affinity.checks.lint import lint_paths
+from llm_affinity.checks.sources.inputs import load_paths
+
+APPS = Path(__file__).resolve().parent / "realworld" / "apps"
+TWO = APPS / "vllm-two-stacks" / "cdk.out"
+TG = "VllmTargets4390CF4C"
+ASG = "VllmASGD77BB9C1"
+TG_EXPORT = "NetworkStack:ExportsOutputRefVllmTargets4390CF4C365BBE01"
+
+
+def _findings(report) -> dict:
+    return {(f.rule.id, f.resource.id): f for f in report.findings}
+
+
+def _unknown(report) -> list:
+    return sorted((u.rule.id, u.resource.id, u.value) for u in report.unknown)
+
+
+def test_the_missed_case_in_a_cdk_out():
+    """A g5 vLLM Auto Scaling group of at most 2 joins, through Fn::ImportValue, a target group
+    with stickiness.enabled=false in another stack: FLEET001 on the target group."""
+    report = lint_paths([str(TWO)])
+    assert not report.errors and len(report.inputs) == 2
+    found = _findings(report)
+    assert sorted(found) == [("ALB010", "Alb16C2F182"), ("FLEET001", TG), ("FLEET005", ASG), ("FLEET007", ASG)]
+    fleet001 = found[("FLEET001", TG)]
+    assert fleet001.resource.location.file == str(TWO / "NetworkStack.template.json")
+    assert str(TWO / "FleetStack.template.json") in fleet001.message
+    assert str(TWO / "NetworkStack.template.json") in fleet001.message
+    assert fleet001.message.endswith("user data starts vLLM)")
+    assert report.unknown == []
+
+
+def test_the_same_templates_as_separate_files():
+    files = [str(TWO / "FleetStack.template.json"), str(TWO / "NetworkStack.template.json")]
+    report = lint_paths(files)
+    assert ("FLEET001", TG) in _findings(report) and report.unknown == []
+
+
+def test_one_stack_alone_lists_the_export_it_cannot_see():
+    report = lint_paths([str(TWO / "FleetStack.template.json")])
+    assert ("FLEET001", TG) not in _findings(report)
+    assert _unknown(report) == [
+        ("FLEET001", ASG, f"TargetGroupARNs (Fn::ImportValue {TG_EXPORT!r}: not exported by any input)")
+    ]
+    network_alone = lint_paths([str(TWO / "NetworkStack.template.json")])
+    assert network_alone.findings == [] and network_alone.unknown == []  # nothing there says vLLM
+
+
+LB = """\
+    Resources:
+      Alb:
+        Type: AWS::ElasticLoadBalancingV2::LoadBalancer
+        Properties:
+          Subnets: [subnet-1, subnet-2]
+          LoadBalancerAttributes:
+            - {Key: idle_timeout.timeout_seconds, Value: "600"}
+            - {Key: access_logs.s3.enabled, Value: "true"}
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties:
+          Protocol: HTTP
+          Port: 8000
+          VpcId: vpc-1
+          TargetGroupAttributes: [{Key: stickiness.enabled, Value: "false"}]
+      Listener:
+        Type: AWS::ElasticLoadBalancingV2::Listener
+        Properties:
+          LoadBalancerArn: !Ref Alb
+          Port: 80
+          Protocol: HTTP
+          DefaultActions: [{Type: forward, TargetGroupArn: !Ref Tg}]
+    Outputs:
+      TargetGroupArn:
+        Value: !Ref Tg
+        Export: {Name: EXPORT}
+    """
+
+FLEET = """\
+    Parameters:
+      NetworkStack: {Type: String, DEFAULT}
+    Resources:
+      Lt:
+        Type: AWS::EC2::LaunchTemplate
+        Properties:
+          LaunchTemplateData:
+            InstanceType: g5.xlarge
+            UserData: !Base64 "docker run --gpus all -p 8000:8000 vllm/vllm-openai:v0.11.0 --model m"
+      Asg:
+        Type: AWS::AutoScaling::AutoScalingGroup
+        Properties:
+          MinSize: "1"
+          MaxSize: "2"
+          HealthCheckType: ELB
+          HealthCheckGracePeriod: 600
+          TargetGroupARNs: [IMPORT]
+          LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: "1"}
+    """
+
+
+@pytest.mark.parametrize(
+    "export,default,imported",
+    [
+        # Fn::Sub on the stack name (unknown outside a cloud assembly) / on a parameter's default
+        (
+            '!Sub "${AWS::StackName}-TargetGroupArn"',
+            "Default: llm-network",
+            '!ImportValue {"Fn::Sub": "${NetworkStack}-TargetGroupArn"}',
+        ),
+        # both sides unknown: the same shape on both sides, one export among the inputs
+        (
+            '!Sub "${AWS::StackName}-TargetGroupArn"',
+            "Description: no default",
+            '!ImportValue {"Fn::Sub": "${NetworkStack}-TargetGroupArn"}',
+        ),
+        # Fn::Join on both sides, names fully known
+        (
+            '!Join ["-", [llm-network, TargetGroupArn]]',
+            "Default: llm-network",
+            '!ImportValue {"Fn::Join": ["-", [!Ref NetworkStack, TargetGroupArn]]}',
+        ),
+        # a literal name
+        ("llm-network-TargetGroupArn", "Default: x", "!ImportValue llm-network-TargetGroupArn"),
+    ],
+    ids=["sub-stackname-vs-default", "sub-shape-vs-shape", "join", "literal"],
+)
+def test_export_names_built_with_sub_and_join(write, export, default, imported):
+    lb = write("lb.yaml", textwrap.dedent(LB).replace("EXPORT", export))
+    fleet = write("fleet.yaml", textwrap.dedent(FLEET).replace("DEFAULT", default).replace("IMPORT", imported))
+    report = lint_paths([lb, fleet])
+    assert not report.errors
+    found = _findings(report)
+    assert sorted(found) == [("FLEET001", "Tg"), ("FLEET005", "Asg"), ("FLEET007", "Asg")]
+    assert found[("FLEET001", "Tg")].resource.location.file == lb
+    assert (
+        f"targets of Auto Scaling group Asg of {fleet}, registered in Tg of {lb}" in found[("FLEET001", "Tg")].message
+    )
+    assert report.unknown == []
+
+
+def test_two_exports_that_could_match_stay_unknown(write):
+    lb = write("a/lb.yaml", textwrap.dedent(LB).replace("EXPORT", '!Sub "${AWS::StackName}-TargetGroupArn"'))
+    other = write("b/lb.yaml", textwrap.dedent(LB).replace("EXPORT", '!Sub "${AWS::StackName}-TargetGroupArn"'))
+    fleet = write(
+        "fleet.yaml",
+        textwrap.dedent(FLEET)
+        .replace("DEFAULT", "Default: llm-network")
+        .replace("IMPORT", '!ImportValue {"Fn::Sub": "${NetworkStack}-TargetGroupArn"}'),
+    )
+    report = lint_paths([lb, other, fleet])
+    assert ("FLEET001", "Tg") not in _findings(report)
+    assert _unknown(report) == [
+        ("FLEET001", "Asg", "TargetGroupARNs (Fn::ImportValue 'llm-network-TargetGroupArn': not exported by any input)")
+    ]
+
+
+def test_imports_that_import_each_other_end(write):
+    a = write(
+        "a.yaml",
+        "Resources:\n  Tg: {Type: AWS::SNS::Topic}\nOutputs:\n  X: {Value: !ImportValue Y, Export: {Name: X}}\n",
+    )
+    b = write(
+        "b.yaml",
+        "Resources:\n  Tg: {Type: AWS::SNS::Topic}\nOutputs:\n  Y: {Value: !ImportValue X, Export: {Name: Y}}\n",
+    )
+    fleet = write(
+        "fleet.yaml", textwrap.dedent(FLEET).replace("DEFAULT", "Default: x").replace("IMPORT", "!ImportValue X")
+    )
+    report = lint_paths([a, b, fleet])
+    assert not report.errors and len(report.inputs) == 3
+    assert [u.resource.id for u in report.unknown] == ["Asg"]
+
+
+PARENT = """\
+    Resources:
+      Net:
+        Type: AWS::CloudFormation::Stack
+        Properties: {TemplateURL: ./net.yaml}
+      Fleet:
+        Type: AWS::CloudFormation::Stack
+        Properties:
+          TemplateURL: ./fleet.yaml
+          Parameters: {TargetGroup: !GetAtt Net.Outputs.TargetGroupArn}
+    """
+
+CHILD_FLEET = """\
+    Parameters:
+      TargetGroup: {Type: String, Default: arn:aws:elasticloadbalancing:us-east-1:111111111111:targetgroup/x/1}
+    Resources:
+      Lt:
+        Type: AWS::EC2::LaunchTemplate
+        Properties:
+          LaunchTemplateData:
+            InstanceType: g5.xlarge
+            UserData: !Base64 "ollama serve"
+      Asg:
+        Type: AWS::AutoScaling::AutoScalingGroup
+        Properties:
+          MinSize: "1"
+          MaxSize: "3"
+          TargetGroupARNs: [!Ref TargetGroup]
+          LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: "1"}
+    """
+
+
+def test_nested_stacks_join_through_outputs_and_parameters(write):
+    """The parent passes one child's output to another child as a parameter: the parameter
+    takes the parent's value (never its own default) and names the other child's target group."""
+    parent = write("app/main.yaml", textwrap.dedent(PARENT))
+    net = write("app/net.yaml", textwrap.dedent(LB).replace("EXPORT", "unused-export"))
+    fleet = write("app/fleet.yaml", textwrap.dedent(CHILD_FLEET))
+    report = lint_paths([str(Path(parent).parent)])
+    assert not report.errors and sorted(report.inputs) == sorted([parent, net, fleet])
+    found = _findings(report)
+    assert ("FLEET001", "Tg") in found and found[("FLEET001", "Tg")].resource.location.file == net
+    assert "user data starts Ollama" in found[("FLEET001", "Tg")].message
+    alone = lint_paths([fleet])  # the default ARN names a group outside the inputs
+    assert ("FLEET001", "Tg") not in _findings(alone)
+
+
+def test_cdk_nested_stack_is_found_through_its_asset_manifest(tmp_path):
+    """CDK's nested-stack TemplateURL ends with the asset's object key; the assembly's
+    *.assets.json says which file that is. The parent passes its sticky target group."""
+    app = APPS / "vllm-nested-sticky" / "cdk.out"
+    report = lint_paths([str(app)])
+    assert sorted(_findings(report)) == [
+        ("ALB010", "Alb16C2F182"),
+        ("FLEET005", ASG),
+        ("FLEET007", ASG),
+    ]
+    assert report.unknown == []
+    copy = tmp_path / "cdk.out"
+    shutil.copytree(app, copy)
+    parent = copy / "LlmStack.template.json"
+    data = json.loads(parent.read_text())
+    attrs = data["Resources"][TG]["Properties"]["TargetGroupAttributes"]
+    for attr in attrs:
+        if attr["Key"] == "stickiness.enabled":
+            attr["Value"] = "false"
+    parent.write_text(json.dumps(data))
+    unsticky = lint_paths([str(copy)])
+    fleet001 = _findings(unsticky)[("FLEET001", TG)]
+    assert fleet001.resource.location.file == str(parent)
+    assert "LlmStackFleetNested1A92D430.nested.template.json" in fleet001.message
+
+
+def test_a_stage_is_linted_with_its_stacks():
+    report = lint_paths([str(APPS / "vllm-stage-nlb" / "cdk.out")])
+    assert not report.errors
+    assert sorted(_findings(report)) == [
+        ("FLEET005", TG),
+        ("NLB002", TG),
+        ("NLB003", TG),
+    ]
+    (model,) = load_paths([str(APPS / "vllm-stage-nlb" / "cdk.out")]).models
+    (tg,) = model.target_groups
+    assert tg.max_replicas == 3 and "runs vLLM" in tg.serving.reason
+
+
+def test_unrelated_templates_stay_separate_models():
+    report = load_paths([str(TWO), str(APPS / "comfyui-gpu-ecs" / "cdk.out")])
+    assert [len(m.parts) for m in report.models] == [2, 2]
+
+
+def test_every_resource_of_an_app_is_counted():
+    report = lint_paths([str(TWO)])
+    total = sum(
+        len(json.loads((TWO / f).read_text())["Resources"])
+        for f in ("FleetStack.template.json", "NetworkStack.template.json")
+    )
+    assert report.resources_checked == total == 30
+
+
+REAL = Path(__file__).resolve().parent / "realworld" / "templates"
+
+
+@pytest.mark.parametrize(
+    "folder,parts",
+    [
+        ("aws-samples__aws-refarch-shibboleth", 3),  # S3 TemplateURLs ending with templates/<file>
+        ("aws-samples__container-patterns", 3),  # SAM AWS::Serverless::Application Location
+        ("widdix__aws-cf-templates", 2),  # Fn::ImportValue !Sub '${ParentClusterStack}-Cluster'
+        ("aws-samples__sample-mineru-ecs-gpu-deployment", 2),  # Fn::ImportValue !Sub '${InfraStackName}-...'
+    ],
+)
+def test_public_multi_stack_apps_are_joined(folder, parts):
+    (model,) = load_paths([str(REAL / folder)]).models
+    assert len(model.parts) == parts
+
+
+def test_a_nested_stack_url_that_fits_two_inputs_is_not_a_guess(write):
+    from llm_affinity.checks.sources.intrinsics import Template
+    from llm_affinity.checks.sources.stacks import Links
+
+    parent = write("app/main.yaml", "Resources: {}\n")
+    a = write("app/a/templates/child.yaml", "Resources: {}\n")
+    b = write("app/b/templates/child.yaml", "Resources: {}\n")
+    folder = str(Path(parent).parent)
+    url = "https://\u2047.s3.amazonaws.com/\u2047templates/child.yaml"
+    links = Links(set())
+    links.add(Template({"Resources": {}}, path=a))
+    assert links._by_url_tail(folder, url).path == a  # one input fits
+    links.add(Template({"Resources": {}}, path=b))
+    assert links._by_url_tail(folder, url) is None  # two fit: unknown, never a guess
+    assert links._by_url_tail(folder, "https://\u2047.s3.amazonaws.com/\u2047templates/other.yaml") is None
