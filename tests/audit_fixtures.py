@@ -28,8 +28,10 @@ docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest \\
 """
 
 #: Rules that cannot be set up in moto 5.2.5: it rejects the configuration (ALB008 source_ip on
-#: HTTP / lb_cookie on TCP; NLB001 stickiness on TLS), exactly as AWS does.
-NOT_LIVE_FIREABLE = {"ALB008", "NLB001"} | {
+#: HTTP / lb_cookie on TCP; NLB001 stickiness on TLS), exactly as AWS does; or it drops the
+#: setting (ALB012: TargetControlPort is accepted but never returned; the API shape is tested
+#: in test_normalize.py through sources/aws/build.py).
+NOT_LIVE_FIREABLE = {"ALB008", "ALB012", "NLB001"} | {
     # Kubernetes only: they judge Services, workloads and routers, which no account holds
     # (tests/test_audit_k8s.py checks what the audit says of the controller's resources)
     "K8S001",

@@ -318,3 +318,21 @@ def test_a_nested_stack_url_that_fits_two_inputs_is_not_a_guess(write):
     links.add(Template({"Resources": {}}, path=b))
     assert links._by_url_tail(folder, url) is None  # two fit: unknown, never a guess
     assert links._by_url_tail(folder, "https://\u2047.s3.amazonaws.com/\u2047templates/other.yaml") is None
+
+
+def test_same_logical_ids_in_two_templates_of_one_app_stay_apart(write):
+    """Two stacks of one app both call their target group Tg: each gets its own finding."""
+    a = write("a.yaml", textwrap.dedent(LB).replace("EXPORT", "net-a-Tg"))
+    b = write("b.yaml", textwrap.dedent(LB).replace("EXPORT", "net-b-Tg"))
+    fleet = write(
+        "fleet.yaml",
+        textwrap.dedent(FLEET)
+        .replace("DEFAULT", "Default: x")
+        .replace("IMPORT", "!ImportValue net-a-Tg, !ImportValue net-b-Tg"),
+    )
+    report = lint_paths([a, b, fleet])
+    (model,) = load_paths([a, b, fleet]).models
+    assert len(model.parts) == 3
+    fleet001 = sorted(f.resource.location.file for f in report.findings if f.rule.id == "FLEET001")
+    assert fleet001 == sorted([a, b])
+    assert [tg.max_replicas for tg in model.target_groups] == [2, 2]

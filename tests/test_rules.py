@@ -253,10 +253,10 @@ def test_values_the_api_rejects_are_findings_of_the_rule_owning_the_key(write):
             "Listener",
             "TargetGroupStickinessConfig.Enabled='yes' is not a value the API accepts (expected true or false)",
         ),
-        ("ALB008", "Tg", "stickiness.enabled='1' is not a value the API accepts (expected true or false)"),
-        (
+        (  # one finding per rule and resource, naming both values
             "ALB008",
             "Tg",
+            "stickiness.enabled='1' is not a value the API accepts (expected true or false); "
             "stickiness.type='sticky_cookie' is not a stickiness type (lb_cookie, app_cookie, source_ip, ...)",
         ),
     ]
