@@ -111,20 +111,12 @@ def evaluate(models: Sequence[Model], rules: Sequence[Rule] | None = None, setti
                 if result.when:
                     result = Hit(result.resource, f"{result.message} (when {result.when})", None, result.severity)
                 loc = result.resource.location
-<<<<<<< HEAD
-                hits.setdefault((loc.resource_type, loc.resource_id, loc.file, result.message), []).append(result)
-            for group in hits.values():
-                finding = Finding(
-                    rule, group[0].resource, _with_variants(model, group), severity_override=_severity(rule, group)
-                )
-=======
                 by_message = hits.setdefault((loc.resource_type, loc.file, loc.resource_id), {})
                 by_message.setdefault(result.message, []).append(result)
             for by_message in hits.values():
                 group = [hit for same in by_message.values() for hit in same]
                 message = "; ".join(_with_variants(model, same) for same in by_message.values())
                 finding = Finding(rule, group[0].resource, message, severity_override=_severity(rule, group))
->>>>>>> wt-precision
                 if finding.key() in seen:
                     continue
                 seen.add(finding.key())

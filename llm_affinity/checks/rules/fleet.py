@@ -221,13 +221,9 @@ def _inference_fleets(model: Model) -> list[Resource]:
     """Fleets to watch where more than one replica can exist: serving Auto Scaling groups and
     Kubernetes workloads, else serving target groups without one."""
     fleets: list[Resource] = [f for f in model.fleets if f.inference]
-<<<<<<< HEAD
     workloads = [w for w in model.workloads if w.inference]
-    covered = {id(tg) for f in fleets for tg in model.target_groups if tg in _groups_of_fleet(model, f)}
-    covered |= {id(tg) for w in workloads for tg_id in w.target_group_ids for tg in model.target_groups_by_id(tg_id, w)}
-=======
     covered = {id(tg) for f in fleets for tg in _groups_of_fleet(model, f)}
->>>>>>> wt-precision
+    covered |= {id(tg) for w in workloads for tg_id in w.target_group_ids for tg in model.target_groups_by_id(tg_id, w)}
     out = [f for f in fleets if not single(model, f)]
     out += [w for w in workloads if not single(model, w)]
     out += [tg for tg in model.target_groups if tg.inference and id(tg) not in covered and not single(model, tg)]
