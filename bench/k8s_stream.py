@@ -33,12 +33,16 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-DOCS_PER_RELEASE = 10
-
 
 def release(n: int) -> list[dict]:
+    """One release's documents, in the order helm prints them."""
     ns = f"team-{n:04d}"
     app = {"app": "vllm", "release": f"r{n}"}
+    return [*_serving(n, ns, app), _router(n, ns), *_support(n, ns)]
+
+
+def _serving(n: int, ns: str, app: dict) -> list[dict]:
+    """The engine Deployment, its Service, the ALB Ingress and the autoscaler."""
     engine = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -120,7 +124,11 @@ def release(n: int) -> list[dict]:
             "maxReplicas": 4,
         },
     }
-    router = {
+    return [engine, service, ingress, hpa]
+
+
+def _router(n: int, ns: str) -> dict:
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "router", "namespace": ns},
@@ -152,6 +160,10 @@ def release(n: int) -> list[dict]:
             },
         },
     }
+
+
+def _support(n: int, ns: str) -> list[dict]:
+    """ConfigMaps and the router's RBAC."""
     config = [
         {
             "apiVersion": "v1",
@@ -170,15 +182,14 @@ def release(n: int) -> list[dict]:
             "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
         },
     ]
-    return [engine, service, ingress, hpa, router, *config, *rbac][:DOCS_PER_RELEASE] + [
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "pods", "namespace": ns},
-            "subjects": [{"kind": "ServiceAccount", "name": "router", "namespace": ns}],
-            "roleRef": {"kind": "Role", "name": "pods", "apiGroup": "rbac.authorization.k8s.io"},
-        }
-    ]
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "pods", "namespace": ns},
+        "subjects": [{"kind": "ServiceAccount", "name": "router", "namespace": ns}],
+        "roleRef": {"kind": "Role", "name": "pods", "apiGroup": "rbac.authorization.k8s.io"},
+    }
+    return [*config, *rbac, binding]
 
 
 def stream(documents: int) -> str:
