@@ -293,7 +293,6 @@ class KubeBackend:
     #: Whether the source address pods see is the client's (NLB instance targets keep it by
     #: default; an ALB never does): bool or Unresolved.
     client_ip_preserved: Any = False
-    service_location: Location | None = None
 
 
 @dataclass
@@ -433,7 +432,6 @@ class Workload(Resource):
     pod_labels: dict[str, str] = field(default_factory=dict)
     replicas: Any = 1
     autoscaler_max: Any = None
-    autoscaler: str | None = None  # "HorizontalPodAutoscaler default/vllm"
     accelerators: list[str] = field(default_factory=list)  # extended resources requested (nvidia.com/gpu...)
     commands: list[str] = field(default_factory=list)  # per container: image, then command + args as one line
     environment: list[str] = field(default_factory=list)  # NAME=value of literal env entries
@@ -480,7 +478,6 @@ class Router(Resource):
     #: Engines it names that are not among the inputs (static backends, a selector matching
     #: nothing here): a count, or Unresolved.
     engines_elsewhere: Any = 0
-    replicas: Any = 1
 
 
 @dataclass
@@ -622,12 +619,6 @@ class Model:
 
     def workloads_by_id(self, workload_id: Any, like: Resource | None = None) -> list[Workload]:
         return self._by_id("workload", workload_id, like)
-
-    def routers_for(self, workload: Workload) -> list[Router]:
-        out: list[Router] = []
-        for router_id in workload.router_ids:
-            out += self._by_id("router", router_id, workload)
-        return out
 
     def instances_for(self, tg: TargetGroup) -> list[EngineHost]:
         out: list[EngineHost] = []

@@ -23,7 +23,7 @@ from ...model import Router, Unresolved, Workload
 from ..manifests import KubeObject
 from .annotations import equality_selector
 from .objects import Catalog, Pods, common, label_selector, one_copy_each
-from .workloads import autoscaler_max, command_line, containers, pod_templates, replicas_of
+from .workloads import command_line, containers, pod_templates
 
 _ROUTER_IMAGE = re.compile(r"lmstack-router|vllm-router|production-stack[\w./-]*router", re.IGNORECASE)
 _ROUTER_COMMAND = re.compile(r"\bvllm[-_]router\b", re.IGNORECASE)
@@ -71,8 +71,6 @@ def production_stack_router(obj: KubeObject, container: dict, cat: Catalog, pods
     logic = args.get("--routing-logic")
     key = args.get("--session-key")
     engines, elsewhere = _engines(obj, args, cat, pods)
-    ceiling, _ = autoscaler_max(obj, cat)
-    replicas = replicas_of(obj)
     return Router(
         **common(obj, label=f"{PRODUCTION_STACK} {obj.label}"),
         product=PRODUCTION_STACK,
@@ -80,7 +78,6 @@ def production_stack_router(obj: KubeObject, container: dict, cat: Catalog, pods
         session_key=key if isinstance(key, str) and key.strip() else None,
         engine_ids=[w.id for w in engines],
         engines_elsewhere=elsewhere,
-        replicas=ceiling if ceiling is not None else replicas,
     )
 
 

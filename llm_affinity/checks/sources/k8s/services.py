@@ -51,7 +51,7 @@ def backend(service: KubeObject | None, name: str, client_ip: Any) -> KubeBacken
     (Kubernetes defaults ``Cluster`` and ``None``), unknown when the Service is not an input."""
     if service is None:
         missing = Unresolved("the Service is not among the inputs")
-        return KubeBackend(name, missing, missing, client_ip, None)
+        return KubeBackend(name, missing, missing, client_ip)
     spec = service.spec
     policy = spec.get("externalTrafficPolicy", "Cluster")
     affinity = spec.get("sessionAffinity", "None")
@@ -60,7 +60,6 @@ def backend(service: KubeObject | None, name: str, client_ip: Any) -> KubeBacken
         policy if isinstance(policy, str) else Unresolved("externalTrafficPolicy"),
         affinity if isinstance(affinity, str) else Unresolved("sessionAffinity"),
         client_ip,
-        location(service),
     )
 
 

@@ -218,7 +218,7 @@ def build_workload(obj: KubeObject, cat: Catalog) -> Workload:
                 if isinstance(env, dict) and isinstance(env.get("name"), str) and isinstance(env.get("value"), str):
                     environment.append(f"{env['name']}={env['value']}")
     kind, seconds = pre_stop(main)
-    ceiling, scaler = autoscaler_max(obj, cat)
+    ceiling = autoscaler_max(obj, cat)
     base = common(obj)
     base["tags"] = _pod_tags(obj, serving)
     return Workload(
@@ -229,7 +229,6 @@ def build_workload(obj: KubeObject, cat: Catalog) -> Workload:
         pod_labels=labels,
         replicas=replicas_of(obj),
         autoscaler_max=ceiling,
-        autoscaler=scaler,
         accelerators=found,
         commands=commands,
         environment=environment,
@@ -250,11 +249,10 @@ def _grace(template: dict) -> Any:
     return value if isinstance(value, int) else Unresolved("terminationGracePeriodSeconds is not a number")
 
 
-def autoscaler_max(obj: KubeObject, cat: Catalog) -> tuple[Any, str | None]:
-    """(the replica ceiling of an autoscaler scaling this workload, which autoscaler), or
-    (None, None). Several: the highest ceiling."""
+def autoscaler_max(obj: KubeObject, cat: Catalog) -> Any:
+    """The replica ceiling of the autoscalers scaling this workload (several: the highest; one
+    that is not a number: Unresolved), or ``None`` when none does."""
     best: Any = None
-    name: str | None = None
     for scaler in cat.scaling.get((obj.ns, obj.name), []):
         ref = scaler.spec["scaleTargetRef"]
         if ref.get("kind", "Deployment" if scaler.kind == "ScaledObject" else None) != obj.kind:
@@ -266,5 +264,5 @@ def autoscaler_max(obj: KubeObject, cat: Catalog) -> tuple[Any, str | None]:
         if not isinstance(value, int):
             value = Unresolved(f"{scaler.label}: the replica ceiling is not a number")
         if best is None or (isinstance(value, Unresolved) or (isinstance(best, int) and value > best)):
-            best, name = value, scaler.label
-    return best, name
+            best = value
+    return best
