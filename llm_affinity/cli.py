@@ -71,17 +71,19 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="llm-affinity",
         description="Find KV-cache affinity failure modes of vLLM fleets on AWS: in CloudFormation "
-        "templates and cdk.out (lint), in live accounts (audit).",
+        "templates, cdk.out and Kubernetes manifests (lint), in live accounts (audit).",
     )
     parser.add_argument("--version", action="version", version=f"llm-affinity {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     lint = sub.add_parser(
         "lint",
-        help="lint CloudFormation templates, folders and cdk.out folders",
-        description="Lint templates (.json/.yaml/.yml/.template), folders and cdk.out folders.",
+        help="lint CloudFormation templates, cdk.out folders and Kubernetes manifests",
+        description="Lint templates (.json/.yaml/.yml/.template), Kubernetes manifests (YAML/JSON streams, "
+        "kind: List), folders holding either, cdk.out folders, and standard input ('-', e.g. "
+        "helm template ... | llm-affinity lint -).",
     )
-    lint.add_argument("paths", nargs="+", metavar="PATH")
+    lint.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder, or - for standard input")
     _common(lint)
 
     audit = sub.add_parser(

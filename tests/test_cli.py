@@ -94,7 +94,7 @@ def test_sarif_validates_against_schema(tmp_path):
     jsonschema.Draft4Validator(schema).validate(sarif)
     run = sarif["runs"][0]
     rules = run["tool"]["driver"]["rules"]
-    assert len(rules) == 32 and all(
+    assert len(rules) == 36 and all(
         r["helpUri"].startswith("https://") and r["shortDescription"]["text"] for r in rules
     )
     results = {r["ruleId"]: r for r in run["results"]}
@@ -118,7 +118,7 @@ def test_rules_command_text_and_json():
     assert proc.returncode == 0 and "ALB001" in proc.stdout and "SUP001" in proc.stdout
     data = json.loads(run_cli("rules", "--format", "json").stdout)
     ids = [r["id"] for r in data["rules"]]
-    assert len(ids) == 32 and ids[0] == "ALB001"
+    assert len(ids) == 36 and ids[0] == "ALB001"
     assert set(data["rules"][0]) >= {
         "id",
         "title",

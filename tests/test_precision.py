@@ -33,6 +33,10 @@ def test_the_spreading_rules_are_the_documented_ones():
         "FLEET005",
         "KV001",
         "KV004",
+        "K8S001",
+        "K8S002",
+        "K8S003",
+        "K8S004",
         "GW003",
         "GW004",
     ]
@@ -42,13 +46,16 @@ def test_the_spreading_rules_are_the_documented_ones():
 def test_a_spreading_rule_is_silent_when_every_fleet_holds_one_replica(rule_id):
     """Its own failing fixture fires it; the same fixture with every fleet, service and target
     group bounded to one replica gives nothing from it — no finding, no unknown."""
-    path = str(next(RULE_FIXTURES.glob(f"{rule_id}_fail.*")))
+    fixtures = RULE_FIXTURES if not rule_id.startswith("K8S") else RULE_FIXTURES.parent / "k8s"  # manifests
+    path = str(next(fixtures.glob(f"{rule_id}_fail.*")))
     models = load_paths([path]).models
     before = evaluate(models)
     assert [f for f in before.findings if f.rule.id == rule_id], "the fixture must fire the rule"
     for model in models:
         for resource in [*model.fleets, *model.services, *model.target_groups]:
             resource.max_replicas = 1
+        for workload in model.workloads:  # Kubernetes: spec.replicas 1, no autoscaler
+            workload.replicas, workload.autoscaler_max = 1, None
     after = evaluate(models)
     assert [f for f in after.findings if f.rule.id == rule_id] == []
     assert [u for u in after.unknown if u.rule.id == rule_id and "serving role" not in u.value] == []

@@ -159,6 +159,31 @@ class Suppression:
     via: str = "ignore"
 
 
+@dataclass(frozen=True)
+class KubeOrigin:
+    """The Kubernetes object a resource comes from, for messages and remediations in
+    Kubernetes words (annotation names instead of CloudFormation properties).
+
+    Set on everything read from manifests, and on live load balancers and target groups the AWS
+    Load Balancer Controller created (named from its tags). ``controller`` says which annotations
+    configure the resource: ``ingress`` (``alb.ingress.kubernetes.io/*`` on an Ingress, some of
+    them overridable on its Service), ``service`` (``service.beta.kubernetes.io/aws-load-balancer-*``
+    on a Service), ``binding`` (a TargetGroupBinding: the target group is configured outside
+    Kubernetes), ``""`` (a workload, a router) or ``other`` (tagged by the controller for a
+    cluster, through neither: the Gateway API; fixes stay in AWS words)."""
+
+    label: str  # "Ingress default/chat → Service default/vllm:8000", "Deployment default/vllm"
+    controller: str = ""
+    #: The object whose annotation sets the target group's attributes ("Service default/vllm"
+    #: when the Service overrides the Ingress's ``target-group-attributes``).
+    attributes_on: str | None = None
+    cluster: str | None = None  # elbv2.k8s.aws/cluster (live resources)
+    #: The resource *is* a Kubernetes object (a workload, a router): ``label`` names it fully.
+    #: Otherwise it is something the controller makes from objects (a load balancer, a target
+    #: group), named by its own id and the objects in ``label``.
+    object: bool = False
+
+
 # --- resources -------------------------------------------------------------------------------
 
 
@@ -178,6 +203,7 @@ class Resource:
     scenario: dict[Any, Any] = field(default_factory=dict)
     tags: dict[str, Any] = field(default_factory=dict)
     suppressions: list[Suppression] = field(default_factory=list)
+    kube: KubeOrigin | None = None  # set when the resource comes from Kubernetes
 
     @property
     def type(self) -> str:
@@ -255,6 +281,20 @@ class LoadBalancer(Resource):
         return self.settings.lb_type if self.settings else Unresolved("no settings")
 
 
+@dataclass(frozen=True)
+class KubeBackend:
+    """How a target group made by the AWS Load Balancer Controller reaches pods: through the
+    Service it names. Values are effective (Kubernetes defaults applied) or Unresolved when the
+    Service is not among the inputs."""
+
+    service: str  # "Service default/vllm"
+    external_traffic_policy: Any = "Cluster"  # Cluster | Local
+    session_affinity: Any = "None"  # None | ClientIP
+    #: Whether the source address pods see is the client's (NLB instance targets keep it by
+    #: default; an ALB never does): bool or Unresolved.
+    client_ip_preserved: Any = False
+
+
 @dataclass
 class TargetGroup(Resource):
     settings: TargetGroupSettings | None = None
@@ -262,6 +302,7 @@ class TargetGroup(Resource):
     target_ids: list[Any] = field(default_factory=list)  # Targets[].Id (logical ids, instance ids, IPs)
     load_balancer_ids: list[str] = field(default_factory=list)  # filled by Model.link()
     serving: Serving | None = None  # filled by serving.classify()
+    backend: KubeBackend | None = None  # Kubernetes: the Service between the target group and the pods
     #: The most replicas (serving processes) that can sit behind it: int, or Unresolved. ``None``
     #: until :func:`..replicas.derive` sums what is registered (sources may set it themselves).
     max_replicas: Any = None
@@ -491,6 +532,68 @@ class KvStore(Resource):
 
 
 @dataclass
+class Workload(Resource):
+    """Kubernetes pods that may serve: a Deployment, a StatefulSet or a LeaderWorkerSet (one
+    serving instance per group: its leader), with what their containers run and how they stop.
+
+    ``replicas`` is ``spec.replicas`` (default 1); ``autoscaler_max`` the ``maxReplicas`` of a
+    HorizontalPodAutoscaler (or KEDA ScaledObject) scaling it, ``None`` when none does."""
+
+    kind: str = "Deployment"
+    namespace: str = "default"
+    name: str = ""
+    pod_labels: dict[str, str] = field(default_factory=dict)
+    replicas: Any = 1
+    autoscaler_max: Any = None
+    accelerators: list[str] = field(default_factory=list)  # extended resources requested (nvidia.com/gpu...)
+    commands: list[str] = field(default_factory=list)  # per container: image, then command + args as one line
+    environment: list[str] = field(default_factory=list)  # NAME=value of literal env entries
+    #: The model its server serves (``--served-model-name``, ``--model``, ``vllm serve MODEL``),
+    #: when its arguments say: a router sends a request only to engines serving its model.
+    model_name: str | None = None
+    grace_period: Any = 30  # terminationGracePeriodSeconds (default 30)
+    pre_stop: Any = None  # "sleep N" | "exec" | "httpGet" | None (no preStop hook)
+    pre_stop_seconds: Any = None  # seconds a sleeping preStop waits, when it says
+    readiness: bool = False  # the serving container has a readinessProbe
+    #: Seconds after start a livenessProbe may kill a container whose model still loads
+    #: (initialDelaySeconds + periodSeconds x failureThreshold); None when no livenessProbe or a
+    #: startupProbe guards the start.
+    liveness_deadline: Any = None
+    target_group_ids: list[Any] = field(default_factory=list)
+    router_ids: list[Any] = field(default_factory=list)  # routers that send it requests
+    serving: Serving | None = None  # filled by serving.classify(): judged as an inference fleet
+    evidence: Serving | None = None  # filled by serving.classify(): what it runs, attached or not
+
+    @property
+    def inference(self) -> bool:
+        """Serves LLM inference (the level inference rules judge)."""
+        return self.serving is not None and self.serving.llm
+
+    @property
+    def max_replicas(self) -> Any:
+        """The most serving instances it can run: the autoscaler's maxReplicas when one scales
+        it (it scales ``spec.replicas`` back within its bounds), else ``spec.replicas``."""
+        if self.autoscaler_max is not None:
+            return self.autoscaler_max
+        return self.replicas
+
+
+@dataclass
+class Router(Resource):
+    """Something inside the cluster that picks an engine per request: vLLM production-stack's
+    router (``--routing-logic``) or a Gateway API Inference Extension ``InferencePool`` (its
+    endpoint picker scores prefix-cache and KV-cache state)."""
+
+    product: str = ""  # "vLLM production-stack router" | "InferencePool"
+    routing_logic: Any = None  # roundrobin | session | prefixaware | kvaware | ... | Unresolved
+    session_key: Any = None  # --session-key, None when not given
+    engine_ids: list[Any] = field(default_factory=list)  # workloads it routes to
+    #: Engines it names that are not among the inputs (static backends, a selector matching
+    #: nothing here): a count, or Unresolved.
+    engines_elsewhere: Any = 0
+
+
+@dataclass
 class McpGateway(Resource):
     authorizer_type: Any = Unresolved()
     sessions_enabled: Any = False  # bool or Unresolved
@@ -539,6 +642,12 @@ class Model:
     #: Rules a template writes for a group of another template of its app ((file, id) of the
     #: group, inbound, the rule with its peer as a ForeignId): attached when the app's models merge.
     foreign_sg_rules: list[tuple[tuple[Any, Any], bool, SgRule]] = field(default_factory=list)
+    workloads: list[Workload] = field(default_factory=list)  # Kubernetes
+    routers: list[Router] = field(default_factory=list)  # Kubernetes
+    #: Kubernetes fronts that could not be decided (an Ingress of an IngressClass not among the
+    #: inputs): (the object, what is unknown, ids of the workloads behind it). FLEET001 lists
+    #: the ones in front of an LLM server.
+    unknown_fronts: list[tuple[Resource, str, list[Any]]] = field(default_factory=list)
     #: Whether alarms were actually read (False when e.g. CloudWatch was denied): FLEET005
     #: stays silent when it could not look.
     alarms_known: bool = True
@@ -573,6 +682,8 @@ class Model:
             self.alarms,
             self.kv_stores,
             self.security_groups,
+            self.workloads,
+            self.routers,
         )
 
     def _index(self) -> "_Index":
@@ -641,6 +752,12 @@ class Model:
     def services_for(self, tg: TargetGroup) -> list[Service]:
         return [s for s in self._index().services_by_tg.get(_own_key(tg), []) if compatible(s, tg)]
 
+    def workloads_for(self, tg: TargetGroup) -> list[Workload]:
+        return self._index().workloads_by_tg.get(_own_key(tg), [])
+
+    def workloads_by_id(self, workload_id: Any, like: Resource | None = None) -> list[Workload]:
+        return self._by_id("workload", workload_id, like)
+
     def instances_for(self, tg: TargetGroup) -> list[EngineHost]:
         out: list[EngineHost] = []
         for target in tg.target_ids:
@@ -702,6 +819,8 @@ class _Index:
             ("engine", model.engines),
             ("store", model.kv_stores),
             ("sg", model.security_groups),
+            ("workload", model.workloads),
+            ("router", model.routers),
         ):
             for item in items:
                 self.by_id.setdefault((kind, *_own_key(item)), []).append(item)
@@ -718,6 +837,10 @@ class _Index:
         for service in model.services:
             for key in dict.fromkeys(ref_key(t, service) for t in service.target_group_ids):
                 self.services_by_tg.setdefault(key, []).append(service)
+        self.workloads_by_tg: dict[Any, list[Workload]] = {}
+        for workload in model.workloads:
+            for key in dict.fromkeys(ref_key(t, workload) for t in workload.target_group_ids):
+                self.workloads_by_tg.setdefault(key, []).append(workload)
         self.tgs_by_lb: dict[Any, list[TargetGroup]] = {}
         for tg in model.target_groups:
             for key in dict.fromkeys(ref_key(lb_id, tg) for lb_id in tg.load_balancer_ids):

@@ -21,7 +21,14 @@ import re
 from typing import Any, Callable
 
 from ..common import launch_text
-from ..common.definitions import ACCELERATOR_TYPES, AUTH_NEVER, environment_text, lmcache_in
+from ..common.definitions import (
+    ACCELERATOR_TYPES,
+    AUTH_NEVER,
+    IGNORE_REASON_TAG,
+    IGNORE_TAG,
+    environment_text,
+    lmcache_in,
+)
 from .model import (
     ABSENT,
     UNKNOWN,
@@ -32,6 +39,7 @@ from .model import (
     KvSharing,
     LoadBalancerSettings,
     SgRule,
+    Suppression,
     TargetGroupSettings,
     Unresolved,
 )
@@ -712,6 +720,26 @@ def tags(items: Any) -> dict[str, Any]:
             value = item.get("Value", item.get("value", ""))
             out[key.strip()] = as_text("" if value is None else value, f"tag {key}")
     return out
+
+
+_SPLIT = re.compile(r"[\s,+/;]+")
+
+
+def suppressions_from_tags(tags: dict[str, Any]) -> list[Suppression]:
+    """``llm-affinity:ignore`` = rule ids separated by commas, spaces, ``+``, ``/`` (or ``;``);
+    the reason comes from ``llm-affinity:ignore-reason`` (absent → ``None``, reported SUP001).
+    Live resources carry these tags; Kubernetes objects the ``llm-affinity/ignore`` annotations."""
+    raw = tags.get(IGNORE_TAG)
+    if not isinstance(raw, str) or not raw.strip():
+        return []
+    reason = tags.get(IGNORE_REASON_TAG)
+    reason = reason.strip() if isinstance(reason, str) and reason.strip() else None
+    seen: list[str] = []
+    for part in _SPLIT.split(raw.strip()):
+        rid = part.strip().upper()
+        if rid and rid not in seen:
+            seen.append(rid)
+    return [Suppression(rid, reason) for rid in seen]
 
 
 def alarm_watches(props: dict) -> list[str]:

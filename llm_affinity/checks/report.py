@@ -16,6 +16,7 @@ from typing import Any, Iterable
 from xml.etree import ElementTree as ET
 
 from .. import __version__
+from ..common.files import STDIN_NAME
 from ..common.text import escape_match as _escape
 from ..common.text import printable
 from ..common.text import without_lone_surrogates as _without_lone_surrogates
@@ -114,7 +115,7 @@ def render_text(report: Report, color: bool = False, verbose: bool = False) -> s
             lines.append(
                 f"  {printable(place)}  {paint(f'{f.severity:<7}', f.severity)} {f.rule.id:<8} {printable(f.message)}"
             )
-            lines.append(paint(f"      fix: {f.rule.remediation}  ({f.rule.docs})", "dim"))
+            lines.append(paint(f"      fix: {printable(f.remediation)}  ({f.rule.docs})", "dim"))
         lines.append("")
     lines += _unknown_lines(report, verbose, paint)
     summary = report.summary()
@@ -185,6 +186,7 @@ _RULE_KEYS_SHOWN = (
     "spreads_sessions",
     "rationale",
     "remediation",
+    "kubernetes_remediation",
     "docs",
 )
 
@@ -222,7 +224,9 @@ def render_rules_markdown(rules: Iterable[Rule]) -> str:
         f"<!-- Generated from the rule registry by `{RULES_MARKDOWN_COMMAND}`. Do not edit by hand. -->",
         "",
         "Every rule runs on templates and `cdk.out` (`llm-affinity lint`), inside `cdk synth` (the",
-        "`LlmAffinity` validation plugin) and on live accounts (`llm-affinity audit`). Severity:",
+        "`LlmAffinity` validation plugin) and on live accounts (`llm-affinity audit`); on Kubernetes",
+        "manifests (`lint`, [kubernetes.md](kubernetes.md)) every rule with a *Fix on Kubernetes* runs too,",
+        "K8S001–K8S004 only there. Severity:",
         "**error** = AWS rejects the configuration or it certainly defeats affinity; **warning** = it",
         "will likely waste the KV cache or drop sessions; **info** = advice and observability.",
         "Rules marked *inference* only judge inference target groups and the fleets behind them",
@@ -283,6 +287,10 @@ def render_rules_markdown(rules: Iterable[Rule]) -> str:
                 "",
                 f"Fix: {_md_cell(r.get('remediation', ''))}",
                 "",
+            ]
+            if r.get("kubernetes_remediation"):
+                out += [f"Fix on Kubernetes: {_md_cell(r['kubernetes_remediation'])}", ""]
+            out += [
                 f"AWS documentation: <{r.get('docs', '')}>",
                 "",
             ]
@@ -317,7 +325,7 @@ def _sarif_result(finding: Finding, index: dict[str, int], suppressed: bool) -> 
             }
         ],
     }
-    if loc.file:
+    if loc.file and loc.file != STDIN_NAME:  # standard input is no artifact a viewer can open
         physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(loc.file)}}
         if loc.line:
             physical["region"] = {"startLine": loc.line}
@@ -333,6 +341,12 @@ def _sarif_result(finding: Finding, index: dict[str, int], suppressed: bool) -> 
     if suppressed:
         result["suppressions"] = [{"kind": "inSource", "status": "accepted", "justification": finding.reason or ""}]
     return result
+
+
+def _kube_fix(rule: Rule, bold: str) -> str:
+    if not rule.kubernetes_remediation:
+        return ""
+    return f"{bold}Fix on Kubernetes:{bold} {rule.kubernetes_remediation}\n" + ("\n" if bold else "")
 
 
 def to_sarif_dict(report: Report) -> dict[str, Any]:
@@ -353,8 +367,9 @@ def to_sarif_dict(report: Report) -> dict[str, Any]:
                 "fullDescription": {"text": r.rationale},
                 "helpUri": r.docs,
                 "help": {
-                    "text": f"{r.rationale}\nFix: {r.remediation}\n{r.docs}",
-                    "markdown": f"{r.rationale}\n\n**Fix:** {r.remediation}\n\n[AWS documentation]({r.docs})",
+                    "text": f"{r.rationale}\nFix: {r.remediation}\n{_kube_fix(r, '')}{r.docs}",
+                    "markdown": f"{r.rationale}\n\n**Fix:** {r.remediation}\n\n{_kube_fix(r, '**')}"
+                    f"[AWS documentation]({r.docs})",
                 },
                 "defaultConfiguration": {"level": SARIF_LEVEL[r.severity]},
                 "properties": {
@@ -421,7 +436,7 @@ def render_junit(report: Report) -> str:
                 failure.text = (
                     f"{loc.resource_type} {loc.resource_id}"
                     + (f" line {loc.line}" if loc.line else "")
-                    + f"\nfix: {r.remediation}\n{r.docs}"
+                    + f"\nfix: {f.remediation}\n{r.docs}"
                 )
                 failures += 1
                 tests += 1

@@ -24,6 +24,14 @@ class Finding:
         """This finding's severity: what every output and ``--fail-on`` use."""
         return self.severity_override or self.rule.severity
 
+    @property
+    def remediation(self) -> str:
+        """The rule's fix, in Kubernetes words for a resource that comes from Kubernetes."""
+        kube = self.resource.kube
+        if kube is not None and kube.controller != "other" and self.rule.kubernetes_remediation:
+            return self.rule.kubernetes_remediation
+        return self.rule.remediation
+
     def key(self) -> tuple:
         loc = self.resource.location
         return (self.rule.id, loc.resource_type, loc.resource_id, loc.file, loc.region, self.message)
@@ -35,7 +43,7 @@ class Finding:
             "title": self.rule.title,
             "message": self.message,
             "resource": self.resource.location.as_dict(),
-            "remediation": self.rule.remediation,
+            "remediation": self.remediation,
             "docs": self.rule.docs,
         }
         if self.reason is not None:

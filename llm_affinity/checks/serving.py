@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..common.definitions import (
+    K8S_PREFIX,
     LEVEL_ACCELERATOR_ONLY,
     LEVEL_LLM,
     ROLE_INFERENCE,
@@ -41,13 +42,28 @@ from ..common.definitions import (
     llm_server_in,
     role_of,
 )
-from .model import Candidate, EngineHost, Fleet, LaunchSpec, Model, Resource, Service, Serving, Suppression, Unresolved
+from .model import (
+    Candidate,
+    EngineHost,
+    Fleet,
+    LaunchSpec,
+    Model,
+    Resource,
+    Service,
+    Serving,
+    Suppression,
+    Unresolved,
+    Workload,
+)
 
 TAGGED = f"tagged {ROLE_TAG}={ROLE_INFERENCE}"
 #: At most this many branches are named in a verdict; the rest are counted.
 MAX_NAMED_BRANCHES = 3
 #: The unknown value an accelerator-only fleet is listed with.
 ROLE_UNKNOWN = f"serving role unknown: tag it {ROLE_TAG}={ROLE_INFERENCE} or ={ROLE_OTHER}"
+#: The same for a Kubernetes workload, whose annotations carry the tag.
+K8S_ROLE_UNKNOWN = f"serving role unknown: annotate it {K8S_PREFIX}role: {ROLE_INFERENCE} or {ROLE_OTHER}"
+K8S_TAGGED = f"annotated {K8S_PREFIX}role: {ROLE_INFERENCE}"
 #: The rule whose suppressed entries record what ``role=other`` silenced.
 SILENCING_RULE = "FLEET001"
 
@@ -107,6 +123,20 @@ def service_evidence(model: Model, service: Service) -> tuple[Serving | None, st
     return None, missing
 
 
+def workload_evidence(workload: Workload) -> Serving | None:
+    """A Kubernetes workload's evidence: an LLM server named in a container's image, command and
+    arguments, or environment (``llm``); accelerators requested (``nvidia.com/gpu``,
+    ``aws.amazon.com/neuron``...) with none (``accelerator-only``)."""
+    what = f"{workload.kind} {workload.namespace}/{workload.name}"
+    for text in [*workload.commands, "\n".join(workload.environment)]:
+        server = llm_server_in(text)
+        if server:
+            return Serving(f"{what} runs {server}")
+    if workload.accelerators:
+        return Serving(f"{what} requests {', '.join(workload.accelerators)}", None, LEVEL_ACCELERATOR_ONLY)
+    return None
+
+
 def role(resource: Resource) -> str | None:
     """``inference``, ``other`` or None: what the resource's role tag says."""
     return role_of(resource.tags.get(ROLE_TAG))
@@ -124,6 +154,8 @@ def classify(model: Model) -> None:
         fleet_verdicts[id(fleet)] = _classify_fleet(model, fleet, tg_role)
     for service in model.services:
         _classify_service(model, service, tg_role)
+    for workload in model.workloads:
+        _classify_workload(model, workload, tg_role)
     for tg in model.target_groups:
         _classify_target_group(model, tg, tg_role[id(tg)], fleet_verdicts)
 
@@ -185,6 +217,32 @@ def _classify_service(model: Model, service: Service, tg_role: dict[int, str | N
         model.serving_unknowns.append((service, missing))
 
 
+def _classify_workload(model: Model, workload: Workload, tg_role: dict[int, str | None]) -> None:
+    """A Kubernetes workload serves through the target groups of the Services that select its
+    pods, and through the routers that send it requests; judged like an ECS service."""
+    verdict = workload_evidence(workload)
+    workload.evidence = verdict
+    groups = _their_groups(model, workload.target_group_ids, workload)
+    roles = [tg_role[id(tg)] for tg in groups]
+    attached = bool(workload.target_group_ids or workload.router_ids)
+    tagged = role(workload)
+    workload.serving = None
+    if tagged == ROLE_INFERENCE:
+        workload.serving = Serving(K8S_TAGGED)
+    elif tagged == ROLE_OTHER:
+        if verdict is not None and attached:
+            _silence(model, workload, verdict)
+    elif roles and all(r == ROLE_OTHER for r in roles) and not workload.router_ids:
+        pass  # serves only through target groups annotated role: other: recorded there
+    elif verdict is not None and verdict.llm and attached:
+        workload.serving = verdict
+    elif any(r == ROLE_INFERENCE for r in roles):
+        workload.serving = Serving("its pods are behind a Service or Ingress annotated role: inference")
+    elif verdict is not None and attached:
+        workload.serving = verdict
+        model.serving_unknowns.append((workload, f"{K8S_ROLE_UNKNOWN} ({verdict.reason}; no LLM server seen)"))
+
+
 def _classify_target_group(model: Model, tg: Any, tagged: str | None, fleet_verdicts: dict) -> None:
     if tagged == ROLE_INFERENCE:
         tg.serving = Serving(TAGGED)
@@ -227,6 +285,9 @@ def _target_group_evidence(model: Model, tg: Any, fleet_verdicts: dict) -> tuple
     for service in model.services_for(tg):
         if service.serving is not None:
             found.append((_via(f"ECS service {service.id}", service.serving, service, tg), False))
+    for workload in model.workloads_for(tg):
+        if workload.serving is not None:
+            found.append((workload.serving, False))
     for verdict, from_instances in found:
         if verdict.llm:
             return verdict, from_instances
@@ -272,4 +333,5 @@ __all__ = [
     "launch_evidence",
     "role",
     "service_evidence",
+    "workload_evidence",
 ]

@@ -644,13 +644,51 @@ def _mp_remote(name: str, extra: dict, text: str, env: lt.Assignments) -> LmCach
     return LmCacheUse(name, local="its lmcache server runs on the same host with no L2 adapter")
 
 
+# --- Kubernetes ------------------------------------------------------------------------------
+# Annotation (and label) keys cannot hold ':', so manifests carry the tags above under a prefix:
+# ``llm-affinity/role: inference`` on a workload, a Service or an Ingress is the role tag.
+
+K8S_PREFIX = "llm-affinity/"
+#: Kubernetes annotation → the tag it stands for.
+K8S_ANNOTATION_TAGS = {
+    K8S_PREFIX + "role": ROLE_TAG,
+    K8S_PREFIX + "role-reason": ROLE_REASON_TAG,
+    K8S_PREFIX + "router": ROUTER_TAG,
+    K8S_PREFIX + "ignore": IGNORE_TAG,
+    K8S_PREFIX + "ignore-reason": IGNORE_REASON_TAG,
+}
+
+#: Extended resources that put an accelerator in a pod: NVIDIA GPUs (and MIG slices), AWS
+#: Inferentia/Trainium (Neuron devices and cores), AMD GPUs, Intel Gaudi and GPUs, Google TPUs.
+K8S_ACCELERATOR_RESOURCE = re.compile(
+    r"^(nvidia\.com/(gpu|mig-[\w.-]+)|aws\.amazon\.com/neuron(core|device)?|amd\.com/gpu|habana\.ai/gaudi"
+    r"|gpu\.intel\.com/[\w.-]+|google\.com/tpu)$",
+    re.IGNORECASE,
+)
+
+
+def is_accelerator_resource(name: Any) -> bool:
+    """True for a container resource name that requests an accelerator (``nvidia.com/gpu``,
+    ``aws.amazon.com/neuron``...)."""
+    return isinstance(name, str) and bool(K8S_ACCELERATOR_RESOURCE.match(name.strip()))
+
+
+#: Routers the Kubernetes source recognises (``Router.product``).
+PRODUCTION_STACK_ROUTER = "vLLM production-stack router"
+INFERENCE_POOL = "InferencePool"
+
+
 __all__ = [
     "ACCELERATED_FAMILY",
     "ACCELERATOR_TYPES",
     "ECS_GPU_REQUIREMENT",
+    "INFERENCE_POOL",
     "IGNORE_REASON_TAG",
     "IGNORE_TAG",
     "KV_TRANSFER_FLAGS",
+    "K8S_ACCELERATOR_RESOURCE",
+    "K8S_ANNOTATION_TAGS",
+    "K8S_PREFIX",
     "LEVELS",
     "LEVEL_ACCELERATOR_ONLY",
     "LEVEL_LLM",
@@ -663,6 +701,7 @@ __all__ = [
     "LmCacheRemote",
     "LmCacheUse",
     "METADATA_KEY",
+    "PRODUCTION_STACK_ROUTER",
     "ROLE_INFERENCE",
     "ROLE_OTHER",
     "ROLE_REASON_TAG",
@@ -671,6 +710,7 @@ __all__ = [
     "environment_lines",
     "environment_text",
     "inference_server_name",
+    "is_accelerator_resource",
     "is_accelerated_instance_type",
     "llm_server_in",
     "lmcache_backend",

@@ -139,3 +139,42 @@ def read_regular(path: str, limit: int, *, head: bool = False) -> bytes:
     if total > limit:
         raise TooLarge(None, limit)
     return data
+
+
+#: How ``lint -`` and the error lines name standard input.
+STDIN_NAME = "<stdin>"
+
+
+def read_stdin(limit: int, fd: int = 0) -> bytes:
+    """Standard input, at most ``limit`` bytes (a pipe is read until its writer closes it).
+
+    A terminal is refused instead of waiting for someone to type (``lint -`` in an interactive
+    shell with nothing piped in), and at most ``limit + 1`` bytes are ever read, so ``< /dev/zero``
+    or an endless producer is one error line, not a process that fills memory."""
+    try:
+        if os.isatty(fd):
+            raise ReadError("standard input is a terminal: pipe a template or manifests into `lint -`")
+        st = os.fstat(fd)
+    except OSError as exc:
+        raise ReadError(describe_os_error(exc)) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ReadError("not a regular file (a folder)")
+    chunks: list[bytes] = []
+    total = 0
+    while total <= limit:
+        try:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+        except BlockingIOError:  # a non-blocking descriptor with nothing yet: wait for it
+            import select
+
+            select.select([fd], [], [])
+            continue
+        except OSError as exc:
+            raise ReadError(describe_os_error(exc)) from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    if total > limit:
+        raise TooLarge(None, limit)
+    return b"".join(chunks)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import alb, fleet, gateway, kv, nlb, suppression  # noqa: F401  (registration side effect)
+from . import alb, fleet, gateway, k8s, kv, nlb, suppression  # noqa: F401  (registration side effect)
 from .base import (  # noqa: F401
     DEFAULT_MIN_COOKIE_DURATION,
     REGISTRY,
@@ -15,7 +15,7 @@ from .base import (  # noqa: F401
     rule,
 )
 
-_GROUP_ORDER = ("ALB", "NLB", "FLEET", "KV", "GW", "SUP")  # the order of docs/rules.md
+_GROUP_ORDER = ("ALB", "NLB", "FLEET", "KV", "K8S", "GW", "SUP")  # the order of docs/rules.md
 
 
 def all_rules() -> list[Rule]:

@@ -16,7 +16,10 @@ from .common import (
     ONE_REPLICA_SEVERITY,
     inference_albs,
     invalid,
+    is_kube,
+    name,
     rejected,
+    set_in,
     spreading_target_groups,
     unresolved,
     when,
@@ -41,13 +44,15 @@ ONE_REPLICA_NOTE = " (info: it fronts fleets that can hold one replica)"
     "target group keeps its old, non-sticky attributes. A load_balancing.cross_zone.enabled value "
     "the API rejects is reported here too.",
     remediation="Set load_balancing.cross_zone.enabled to true (or use_load_balancer_configuration) on the target group.",
+    kubernetes_remediation="Set load_balancing.cross_zone.enabled=true (or drop the key) in "
+    "alb.ingress.kubernetes.io/target-group-attributes, on the Ingress or on the backend Service that overrides it.",
     docs=DOCS_ALB_CROSS_ZONE,
 )
 def alb001(model: Model) -> Iterator[Result]:
     for tg in model.target_groups:
         s = tg.settings
         if invalid(s.cross_zone):
-            yield Hit(tg, rejected("load_balancing.cross_zone.enabled", s.cross_zone))
+            yield Hit(tg, rejected("load_balancing.cross_zone.enabled", s.cross_zone) + set_in(tg))
             continue
         if s.family in ("nlb", "gwlb"):
             continue  # NLB003 judges source-IP stickiness without cross-zone
@@ -61,9 +66,14 @@ def alb001(model: Model) -> Iterator[Result]:
         elif s.cross_zone == "false":
             yield Hit(
                 tg,
-                f"target group {tg.id} enables stickiness with load_balancing.cross_zone.enabled=false: "
+                f"target group {name(tg)} enables stickiness with load_balancing.cross_zone.enabled=false: "
                 "AWS rejects enabling stickiness while cross-zone load balancing is off, so the "
-                "deployment fails",
+                + (
+                    "AWS Load Balancer Controller cannot apply it (the object is not reconciled)"
+                    if is_kube(tg)
+                    else "deployment fails"
+                )
+                + set_in(tg),
             )
 
 
@@ -76,6 +86,8 @@ def alb001(model: Model) -> Iterator[Result]:
     rationale="stickiness.lb_cookie.duration_seconds and stickiness.app_cookie.duration_seconds must be "
     "integers from 1 second to 7 days; the deployment fails otherwise.",
     remediation="Use an integer number of seconds between 1 and 604800 (for agent sessions e.g. 3600–86400).",
+    kubernetes_remediation="Write an integer number of seconds between 1 and 604800 for the duration in "
+    "alb.ingress.kubernetes.io/target-group-attributes (e.g. stickiness.lb_cookie.duration_seconds=86400).",
     docs=DOCS_ALB_STICKY,
 )
 def alb002(model: Model) -> Iterator[Result]:
@@ -88,9 +100,9 @@ def alb002(model: Model) -> Iterator[Result]:
             if unresolved(value):
                 yield Unknown(tg, key)
             elif invalid(value):
-                yield Hit(tg, f"{key}={value.raw!r} is not an integer number of seconds")
+                yield Hit(tg, f"{key}={value.raw!r} is not an integer number of seconds{set_in(tg)}")
             elif not 1 <= value <= MAX_STICKY_SECONDS:
-                yield Hit(tg, f"{key}={value} is outside 1–{MAX_STICKY_SECONDS} seconds")
+                yield Hit(tg, f"{key}={value} is outside 1–{MAX_STICKY_SECONDS} seconds{set_in(tg)}")
 
 
 @rule(
@@ -102,22 +114,28 @@ def alb002(model: Model) -> Iterator[Result]:
     rationale="app_cookie stickiness needs the name of the cookie the target sets; names starting with "
     "AWSALB (AWSALB, AWSALBAPP, AWSALBTG, ...) are reserved for the load balancer.",
     remediation="Set stickiness.app_cookie.cookie_name to the cookie your proxy or application sets, e.g. LLMSESSION.",
+    kubernetes_remediation="Add stickiness.app_cookie.cookie_name=LLMSESSION (the cookie your application sets, not "
+    "AWSALB*) to alb.ingress.kubernetes.io/target-group-attributes.",
     docs=DOCS_ALB_STICKY,
 )
 def alb003(model: Model) -> Iterator[Result]:
     for tg in model.target_groups:
         s = tg.settings
-        name, kind = s.cookie_name, s.sticky_type
-        if invalid(name):
-            yield Hit(tg, rejected("stickiness.app_cookie.cookie_name", name))
-        elif isinstance(name, str) and name.startswith("AWSALB"):
-            yield Hit(tg, f"stickiness.app_cookie.cookie_name={name!r} starts with the reserved prefix AWSALB")
+        cookie, kind = s.cookie_name, s.sticky_type
+        if invalid(cookie):
+            yield Hit(tg, rejected("stickiness.app_cookie.cookie_name", cookie) + set_in(tg))
+        elif isinstance(cookie, str) and cookie.startswith("AWSALB"):
+            yield Hit(
+                tg, f"stickiness.app_cookie.cookie_name={cookie!r} starts with the reserved prefix AWSALB{set_in(tg)}"
+            )
         elif kind == "app_cookie":
-            if unresolved(name):
+            if unresolved(cookie):
                 yield Unknown(tg, "stickiness.app_cookie.cookie_name")
-            elif name is None or not name.strip():
-                yield Hit(tg, "stickiness.type=app_cookie but stickiness.app_cookie.cookie_name is not set")
-        elif unresolved(kind) and s.sticky is not False and not isinstance(name, str):
+            elif cookie is None or not cookie.strip():
+                yield Hit(
+                    tg, f"stickiness.type=app_cookie but stickiness.app_cookie.cookie_name is not set{set_in(tg)}"
+                )
+        elif unresolved(kind) and s.sticky is not False and not isinstance(cookie, str):
             yield Unknown(tg, "stickiness.type")
 
 
@@ -131,27 +149,36 @@ def alb003(model: Model) -> Iterator[Result]:
     "mitigation is only available with weighted_random. Algorithm and anomaly-mitigation "
     "values the API rejects are reported here too.",
     remediation="Use load_balancing.algorithm.type=least_outstanding_requests with stickiness; turn anomaly_mitigation off.",
+    kubernetes_remediation="In alb.ingress.kubernetes.io/target-group-attributes use "
+    "load_balancing.algorithm.type=least_outstanding_requests with stickiness; leave anomaly_mitigation off.",
     docs=DOCS_ALB_TG,
 )
 def alb004(model: Model) -> Iterator[Result]:
     for tg in model.target_groups:
         s = tg.settings
         if invalid(s.algorithm):
-            yield Hit(tg, rejected("load_balancing.algorithm.type", s.algorithm))
+            yield Hit(tg, rejected("load_balancing.algorithm.type", s.algorithm) + set_in(tg))
         elif s.algorithm == "weighted_random":
             if unresolved(s.sticky):
                 yield Unknown(tg, "stickiness.enabled")
             elif s.sticky is True:
-                yield Hit(tg, "stickiness is enabled with load_balancing.algorithm.type=weighted_random")
+                yield Hit(tg, f"stickiness is enabled with load_balancing.algorithm.type=weighted_random{set_in(tg)}")
         if invalid(s.anomaly_mitigation):
-            yield Hit(tg, rejected("load_balancing.algorithm.anomaly_mitigation", s.anomaly_mitigation))
+            yield Hit(tg, rejected("load_balancing.algorithm.anomaly_mitigation", s.anomaly_mitigation) + set_in(tg))
         elif s.anomaly_mitigation == "on":
             if unresolved(s.algorithm):
                 yield Unknown(tg, "load_balancing.algorithm.type")
             elif isinstance(s.algorithm, str) and s.algorithm != "weighted_random":
                 yield Hit(
-                    tg, f"load_balancing.algorithm.anomaly_mitigation=on requires weighted_random, not {s.algorithm}"
+                    tg,
+                    f"load_balancing.algorithm.anomaly_mitigation=on requires weighted_random, not {s.algorithm}"
+                    + set_in(tg),
                 )
+
+
+def _group_stickiness_key(listener: Listener) -> str:
+    """The group-stickiness setting as its input writes it (an action annotation's JSON on Kubernetes)."""
+    return "targetGroupStickinessConfig.enabled" if is_kube(listener) else "TargetGroupStickinessConfig.Enabled"
 
 
 def _groups_of(model: Model, listener: Listener, forward: Forward) -> list[list[TargetGroup] | None]:
@@ -172,6 +199,8 @@ def _groups_of(model: Model, listener: Listener, forward: Forward) -> list[list[
     rationale="AWS: with a forward action to several target groups of which one or more is sticky, "
     "target group stickiness must be enabled, or a session moves between groups (and instances).",
     remediation="Set ForwardConfig.TargetGroupStickinessConfig {Enabled: true, DurationSeconds: ...} on the action.",
+    kubernetes_remediation='Add "targetGroupStickinessConfig": {"enabled": true, "durationSeconds": 3600} to the '
+    "forwardConfig of the alb.ingress.kubernetes.io/actions.<name> annotation.",
     docs=DOCS_ALB_LISTENERS,
 )
 def alb005(model: Model) -> Iterator[Result]:
@@ -187,7 +216,13 @@ def alb005(model: Model) -> Iterator[Result]:
                     yield Unknown(listener, "stickiness.enabled of a forwarded target group")
                 continue
             if unresolved(forward.group_stickiness):
-                yield Unknown(listener, "TargetGroupStickinessConfig.Enabled")
+                yield Unknown(listener, _group_stickiness_key(listener))
+            elif forward.group_stickiness is not True and is_kube(listener):
+                yield Hit(
+                    listener,
+                    f"{name(listener)} forwards to {forward.distinct_groups} target groups, at least one sticky, "
+                    "without targetGroupStickinessConfig enabled",
+                )
             elif forward.group_stickiness is not True:
                 yield Hit(
                     listener,
@@ -204,6 +239,8 @@ def alb005(model: Model) -> Iterator[Result]:
     failure_mode="FM1: stickiness silently not honoured",
     rationale="AWS: 'Application-based stickiness does not work with weighted target groups.'",
     remediation="Use lb_cookie (duration-based) stickiness plus TargetGroupStickinessConfig on the forward action.",
+    kubernetes_remediation="Use stickiness.type=lb_cookie in alb.ingress.kubernetes.io/target-group-attributes, and "
+    "targetGroupStickinessConfig in the alb.ingress.kubernetes.io/actions.<name> annotation.",
     docs=DOCS_ALB_STICKY,
 )
 def alb006(model: Model) -> Iterator[Result]:
@@ -218,10 +255,11 @@ def alb006(model: Model) -> Iterator[Result]:
             yield Unknown(tg, "stickiness.type")
         elif s.sticky is True and s.sticky_type == "app_cookie":
             listener = weighted[0][0]
+            via = name(listener) if is_kube(listener) else f"{listener.kind} {listener.id}"
             yield Hit(
                 tg,
-                f"target group {tg.id} uses app_cookie stickiness but {listener.kind} {listener.id} "
-                "forwards to it as one of several weighted target groups",
+                f"target group {name(tg)} uses app_cookie stickiness but {via} "
+                f"forwards to it as one of several weighted target groups{set_in(tg)}",
             )
 
 
@@ -234,6 +272,8 @@ def alb006(model: Model) -> Iterator[Result]:
     rationale="TargetGroupStickinessConfig.DurationSeconds is required when group stickiness is enabled "
     "and must be 1–604800 seconds; Enabled must be true or false.",
     remediation="Set DurationSeconds to an integer between 1 and 604800 (at least the agent session length).",
+    kubernetes_remediation="Set targetGroupStickinessConfig.durationSeconds to an integer between 1 and 604800 in the "
+    "alb.ingress.kubernetes.io/actions.<name> annotation.",
     docs=DOCS_ALB_LISTENERS,
 )
 def alb007(model: Model) -> Iterator[Result]:
@@ -241,27 +281,32 @@ def alb007(model: Model) -> Iterator[Result]:
         for forward in listener.forwards:
             enabled = forward.group_stickiness
             if unresolved(enabled):
-                yield Unknown(listener, "TargetGroupStickinessConfig.Enabled")
+                yield Unknown(listener, _group_stickiness_key(listener))
                 continue
+            kube = is_kube(listener)
+            field = (
+                "targetGroupStickinessConfig.durationSeconds" if kube else "TargetGroupStickinessConfig.DurationSeconds"
+            )
+            where = f" in {name(listener)}" if kube else ""
             if invalid(enabled):
-                yield Hit(listener, rejected("TargetGroupStickinessConfig.Enabled", enabled))
+                key = "targetGroupStickinessConfig.enabled" if kube else "TargetGroupStickinessConfig.Enabled"
+                yield Hit(listener, rejected(key, enabled) + where)
                 continue
             if enabled is not True:
                 continue
             duration = forward.group_stickiness_duration
-            if duration is None:
+            if duration is None and kube:
+                yield Hit(listener, f"{name(listener)} enables targetGroupStickinessConfig without durationSeconds")
+            elif duration is None:
                 yield Hit(
                     listener, f"{listener.kind} {listener.id} enables target group stickiness without DurationSeconds"
                 )
             elif unresolved(duration):
-                yield Unknown(listener, "TargetGroupStickinessConfig.DurationSeconds")
+                yield Unknown(listener, field)
             elif invalid(duration):
-                yield Hit(listener, f"TargetGroupStickinessConfig.DurationSeconds={duration.raw!r} is not an integer")
+                yield Hit(listener, f"{field}={duration.raw!r} is not an integer{where}")
             elif not 1 <= duration <= MAX_STICKY_SECONDS:
-                yield Hit(
-                    listener,
-                    f"TargetGroupStickinessConfig.DurationSeconds={duration} is outside 1–{MAX_STICKY_SECONDS} seconds",
-                )
+                yield Hit(listener, f"{field}={duration} is outside 1–{MAX_STICKY_SECONDS} seconds{where}")
 
 
 _TYPES_BY_FAMILY = {
@@ -281,17 +326,22 @@ _TYPES_BY_FAMILY = {
     "TCP/UDP/TLS (NLB) ones, source_ip_dest_ip(_proto) only for Gateway Load Balancers. A "
     "stickiness.enabled or stickiness.type value the API rejects is reported here too.",
     remediation="Use lb_cookie or app_cookie on HTTP/HTTPS target groups and source_ip on TCP/UDP/TLS ones.",
+    kubernetes_remediation="Use stickiness.type=lb_cookie or app_cookie in alb.ingress.kubernetes.io/target-group-"
+    "attributes (Ingress) and stickiness.type=source_ip in service.beta.kubernetes.io/aws-load-balancer-target-group-"
+    "attributes (an NLB Service).",
     docs=DOCS_ALB_STICKY,
 )
 def alb008(model: Model) -> Iterator[Result]:
     for tg in model.target_groups:
         s = tg.settings
         if invalid(s.sticky):
-            yield Hit(tg, rejected("stickiness.enabled", s.sticky))
+            yield Hit(tg, rejected("stickiness.enabled", s.sticky) + set_in(tg))
         kind = s.sticky_type
         if invalid(kind):
             yield Hit(
-                tg, f"stickiness.type={kind.raw!r} is not a stickiness type (lb_cookie, app_cookie, source_ip, ...)"
+                tg,
+                f"stickiness.type={kind.raw!r} is not a stickiness type (lb_cookie, app_cookie, source_ip, ...)"
+                + set_in(tg),
             )
             continue
         if unresolved(kind):
@@ -303,7 +353,7 @@ def alb008(model: Model) -> Iterator[Result]:
         if unresolved(s.family):
             yield Unknown(tg, "Protocol")
         elif kind not in _TYPES_BY_FAMILY[s.family]:
-            yield Hit(tg, f"stickiness.type={kind} does not fit a {s.protocol} target group")
+            yield Hit(tg, f"stickiness.type={kind} does not fit a {s.protocol} target group{set_in(tg)}")
 
 
 @rule(
@@ -317,6 +367,8 @@ def alb008(model: Model) -> Iterator[Result]:
     "by the load balancer and the client sees a 504. Reported at info severity when the load "
     "balancer fronts only fleets that can hold one replica.",
     remediation="Set idle_timeout.timeout_seconds to at least 120 (600 is a common choice for LLM serving).",
+    kubernetes_remediation="alb.ingress.kubernetes.io/load-balancer-attributes: idle_timeout.timeout_seconds=600 on "
+    "the Ingress (one Ingress of a group), or loadBalancerAttributes in its IngressClassParams.",
     docs=ALB_DOCS_ATTRS,
 )
 def alb009(model: Model) -> Iterator[Result]:
@@ -326,11 +378,12 @@ def alb009(model: Model) -> Iterator[Result]:
         if unresolved(value):
             yield Unknown(lb, "idle_timeout.timeout_seconds")
         elif invalid(value):
-            yield Hit(lb, rejected("idle_timeout.timeout_seconds", value), branch)
+            yield Hit(lb, rejected("idle_timeout.timeout_seconds", value) + set_in(lb, "load-balancer"), branch)
         elif isinstance(value, int) and value < 120:
             yield Hit(
                 lb,
-                f"load balancer {lb.id} fronts inference with idle_timeout.timeout_seconds={value} (< 120)"
+                f"load balancer {name(lb)} fronts inference with idle_timeout.timeout_seconds={value} (< 120)"
+                + set_in(lb, "load-balancer")
                 + (ONE_REPLICA_NOTE if one else ""),
                 branch,
                 one,
@@ -348,6 +401,8 @@ def alb009(model: Model) -> Iterator[Result]:
     "session's turns that stayed on one instance cannot be measured (with one replica there is "
     "only one instance to stay on; the finding is info either way).",
     remediation="Enable access_logs.s3.enabled with an S3 bucket the load balancer may write to.",
+    kubernetes_remediation="alb.ingress.kubernetes.io/load-balancer-attributes: access_logs.s3.enabled=true,"
+    "access_logs.s3.bucket=<bucket>,access_logs.s3.prefix=<prefix> on the Ingress.",
     docs=ALB_DOCS_LOGS,
 )
 def alb010(model: Model) -> Iterator[Result]:
@@ -357,9 +412,9 @@ def alb010(model: Model) -> Iterator[Result]:
         if unresolved(value):
             yield Unknown(lb, "access_logs.s3.enabled")
         elif invalid(value):
-            yield Hit(lb, rejected("access_logs.s3.enabled", value), branch)
+            yield Hit(lb, rejected("access_logs.s3.enabled", value) + set_in(lb, "load-balancer"), branch)
         elif value is not True:
-            yield Hit(lb, f"load balancer {lb.id} fronts inference without access logs", branch, one)
+            yield Hit(lb, f"load balancer {name(lb)} fronts inference without access logs", branch, one)
 
 
 @rule(
@@ -384,6 +439,8 @@ def alb010(model: Model) -> Iterator[Result]:
     "min_cookie_duration). Silent where one replica at most can exist.",
     remediation="Set the cookie duration to at least the longest pause you expect between turns "
     "(3600–86400 s are common for agent sessions).",
+    kubernetes_remediation="Raise the duration in alb.ingress.kubernetes.io/target-group-attributes to at least the "
+    "longest pause between turns, e.g. stickiness.lb_cookie.duration_seconds=86400.",
     docs=DOCS_ALB_STICKY,
 )
 def alb011(model: Model) -> Iterator[Result]:
@@ -415,7 +472,8 @@ def alb011(model: Model) -> Iterator[Result]:
                 )
             yield Hit(
                 tg,
-                f"sticky inference target group {tg.id} has {key}={duration}: {cut} (threshold {threshold} s)",
+                f"sticky inference target group {name(tg)} has {key}={duration}: {cut} (threshold {threshold} s)"
+                + set_in(tg),
                 when(tg),
             )
 
@@ -454,7 +512,7 @@ def alb012(model: Model) -> Iterator[Result]:
         elif s.sticky is True:
             yield Hit(
                 tg,
-                f"inference target group {tg.id} enables stickiness and the target optimizer "
+                f"inference target group {name(tg)} enables stickiness and the target optimizer "
                 f"(TargetControlPort {port}): a session pinned to a target at its concurrency limit "
                 "cannot stay pinned",
                 when(tg),

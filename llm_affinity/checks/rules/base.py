@@ -95,6 +95,9 @@ class Rule:
     docs: str
     inference_only: bool
     check: CheckFn
+    #: The fix in Kubernetes words (annotation names), for resources read from manifests or
+    #: created by the AWS Load Balancer Controller; ``None`` when the rule has no Kubernetes form.
+    kubernetes_remediation: str | None = None
     #: Judges how sessions spread across replicas: never fires where at most one replica can
     #: exist (docs/rules.md "Replica bound").
     spreads_sessions: bool = False
@@ -119,6 +122,7 @@ class Rule:
             "spreads_sessions": self.spreads_sessions,
             "rationale": self.rationale,
             "remediation": self.remediation,
+            "kubernetes_remediation": self.kubernetes_remediation,
             "docs": self.docs,
         }
 
@@ -137,6 +141,7 @@ def rule(
     remediation: str,
     docs: str,
     inference_only: bool = False,
+    kubernetes_remediation: str | None = None,
     spreads_sessions: bool = False,
 ) -> Callable[[CheckFn], CheckFn]:
     """Register ``fn`` as rule ``id`` with its metadata."""
@@ -151,7 +156,18 @@ def rule(
         if id in REGISTRY:
             raise ValueError(f"rule {id} registered twice")
         REGISTRY[id] = Rule(
-            id, title, severity, layer, failure_mode, rationale, remediation, docs, inference_only, fn, spreads_sessions
+            id,
+            title,
+            severity,
+            layer,
+            failure_mode,
+            rationale,
+            remediation,
+            docs,
+            inference_only,
+            fn,
+            kubernetes_remediation,
+            spreads_sessions,
         )
         return fn
 

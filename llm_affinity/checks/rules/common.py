@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ..model import Invalid, LoadBalancer, Model, TargetGroup, Unresolved
+from ..model import Invalid, LoadBalancer, Model, Resource, TargetGroup, Unresolved
 from ..replicas import single
 
 MAX_STICKY_SECONDS = 604800  # 7 days, for cookie durations and group stickiness
@@ -74,3 +74,61 @@ def spreading_target_groups(model: Model) -> Iterator[TargetGroup]:
 #: The severity of operational hygiene findings (ALB009, ALB010, FLEET008) on a fleet that can
 #: hold one replica: never above info.
 ONE_REPLICA_SEVERITY = "info"
+
+
+# --- Kubernetes words --------------------------------------------------------------------------
+# A resource read from manifests (or created by the AWS Load Balancer Controller and read live)
+# carries ``kube``; its messages name the Kubernetes objects and the annotations to change. A
+# template's resource has no ``kube`` and every helper below leaves its message as it was.
+
+ALB_ANNOTATION = "alb.ingress.kubernetes.io/"
+NLB_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer-"
+
+
+def name(resource: Resource) -> str:
+    """How a message names a resource: its id; for Kubernetes, the objects it comes from too."""
+    kube = resource.kube
+    if kube is None:
+        return str(resource.id)
+    if kube.object:
+        return kube.label
+    return f"{resource.id} ({kube.label})"
+
+
+def attributes_annotation(resource: Resource, what: str = "target-group") -> str | None:
+    """The annotation that holds a target group's (``what="target-group"``) or a load
+    balancer's (``"load-balancer"``) attributes, with the object carrying it; ``None`` for a
+    template's resource."""
+    kube = resource.kube
+    if kube is None:
+        return None
+    if kube.controller == "binding":
+        return f"the attributes of {kube.attributes_on} (a TargetGroupBinding binds it: set them outside Kubernetes)"
+    on = (
+        f" on {kube.attributes_on}"
+        if kube.attributes_on
+        else (" on the Ingress (or its backend Service)" if kube.controller == "ingress" else " on the Service")
+    )
+    if kube.controller == "ingress":
+        return f"{ALB_ANNOTATION}{what}-attributes{on}"
+    if kube.controller == "service":
+        return f"{NLB_ANNOTATION}{'' if what == 'load-balancer' else what + '-'}attributes{on}"
+    return None
+
+
+def set_in(resource: Resource, what: str = "target-group") -> str:
+    """`` (<annotation> on <object>)`` — where the setting is written or goes — for Kubernetes
+    resources, ``""`` otherwise."""
+    where = attributes_annotation(resource, what)
+    return f" ({where})" if where else ""
+
+
+def is_kube(resource: Resource) -> bool:
+    return resource.kube is not None
+
+
+def replicas_behind(model: Model, tg: TargetGroup) -> Any:
+    """Kubernetes manifests: how many serving pods a target group can reach (its replica bound,
+    the sum of the workloads' ceilings the source set); ``None`` for a target group with no
+    workload behind it (templates, live accounts)."""
+    return tg.max_replicas if model.workloads_for(tg) else None

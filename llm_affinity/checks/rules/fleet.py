@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from ...common.definitions import ROLE_OTHER, ROLE_TAG, ROUTER_TAG
+from ...common.definitions import K8S_PREFIX, ROLE_OTHER, ROLE_TAG, ROUTER_TAG
 from ..kvshare import target_group_shares
-from ..model import Fleet, Model, Resource, Unresolved
+from ..model import Fleet, Model, Resource, Unresolved, Workload
 from ..replicas import several, single
 from .base import Hit, Result, Unknown, rule
 from .common import (
@@ -19,7 +19,10 @@ from .common import (
     ONE_REPLICA_SEVERITY,
     inference_target_groups,
     invalid,
+    is_kube,
+    name,
     rejected,
+    set_in,
     spreading_target_groups,
     unresolved,
     when,
@@ -31,6 +34,8 @@ DOCS_LIFECYCLE = "https://docs.aws.amazon.com/autoscaling/ec2/userguide/lifecycl
 DOCS_HEALTH = "https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-health-checks.html"
 
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
+#: What a Kubernetes fleet's replica ceiling is read from, when it cannot be known.
+REPLICAS = "replicas (spec.replicas, an autoscaler's maxReplicas)"
 _PREFIX_CACHING_OFF = re.compile(
     r"--no-enable-prefix-caching\b|enable_prefix_caching\s*[=:]\s*[\"']?(false|0)\b|--enable-prefix-caching[= ]+(false|0)\b",
     re.IGNORECASE,
@@ -61,19 +66,25 @@ LOAD_ALARM_PATTERN = re.compile(
     "LMCache's remote backend does not lose the prefix when turns scatter: KV004 says what that "
     "costs instead (unknown when the remote backend cannot be known).",
     remediation="Enable stickiness (lb_cookie or app_cookie on an ALB, source_ip on an NLB) on the inference target group.",
+    kubernetes_remediation="Ingress: alb.ingress.kubernetes.io/target-group-attributes: stickiness.enabled=true,"
+    "stickiness.lb_cookie.duration_seconds=86400 with alb.ingress.kubernetes.io/target-type: ip (on the Service "
+    "instead when it sets its own target-group-attributes). NLB Service: service.beta.kubernetes.io/aws-load-balancer-"
+    "target-group-attributes: stickiness.enabled=true,stickiness.type=source_ip with aws-load-balancer-nlb-target-type: ip.",
     docs=DOCS_ALB_STICKY,
 )
 def fleet001(model: Model) -> Iterator[Result]:
     for resource, value in model.serving_unknowns:
         yield Unknown(resource, value)
+    yield from _undecided_fronts(model)
     for compute in [*model.fleets, *model.services]:  # serves LLM inference into a group we cannot see
         if compute.inference and any(unresolved(t) for t in compute.target_group_ids) and not single(model, compute):
             yield Unknown(compute, "TargetGroupARNs" if isinstance(compute, Fleet) else "LoadBalancers TargetGroupArn")
     for resource, verdict in model.silenced:  # recorded as suppressed (serving.SILENCING_RULE)
         branch = f" when {verdict.when}" if verdict.when else ""
+        tag = f"annotated {K8S_PREFIX}role: {ROLE_OTHER}" if is_kube(resource) else f"tagged {ROLE_TAG}={ROLE_OTHER}"
         yield Hit(
             resource,
-            f"{resource.id} is not judged as LLM inference: tagged {ROLE_TAG}={ROLE_OTHER} ({verdict.reason}{branch})",
+            f"{name(resource)} is not judged as LLM inference: {tag} ({verdict.reason}{branch})",
         )
     for tg in inference_target_groups(model):
         sticky = tg.settings.sticky
@@ -83,23 +94,49 @@ def fleet001(model: Model) -> Iterator[Result]:
         if sticky is True:
             continue
         capacity = several(model, tg)
-        if capacity is None:
+        pods = tg.max_replicas if tg.backend is not None else None  # Kubernetes manifests: the pods behind it
+        if capacity is None and tg.backend is not None:
+            yield Unknown(tg, REPLICAS)
+        elif capacity is None:
             yield Unknown(tg, "number of instances (Auto Scaling group MaxSize, ECS DesiredCount or targets)")
-            continue
-        if not capacity:
-            continue
-        shares, _ = target_group_shares(model, tg)
-        if shares is True:
-            continue  # KV shared through LMCache's remote backend: KV004 explains the trade-off
-        if isinstance(shares, Unresolved):
-            yield Unknown(tg, f"LMCache remote backend: {shares.why}")
-        else:
-            yield Hit(
-                tg,
-                f"inference target group {tg.id} can hold several instances but stickiness is off "
-                f"({tg.serving.reason})",
-                when(tg),
-            )
+        elif capacity:
+            yield from _non_sticky(model, tg, pods)
+
+
+def _non_sticky(model: Model, tg: Any, pods: Any) -> Iterator[Result]:
+    """A non-sticky inference target group that can hold several replicas: a finding, unless
+    every replica shares KV through LMCache's remote backend (KV004 explains that trade-off)."""
+    shares, _ = target_group_shares(model, tg)
+    if shares is True:
+        return
+    if isinstance(shares, Unresolved):
+        yield Unknown(tg, f"LMCache remote backend: {shares.why}")
+    elif isinstance(pods, int):  # Kubernetes manifests: the pods behind it
+        yield Hit(
+            tg,
+            f"inference target group {name(tg)} sends a session's requests to any of up to "
+            f"{pods} pods: stickiness is off{set_in(tg)} ({tg.serving.reason})",
+            when(tg),
+        )
+    else:
+        yield Hit(
+            tg,
+            f"inference target group {name(tg)} can hold several instances but stickiness is off ({tg.serving.reason})",
+            when(tg),
+        )
+
+
+def _undecided_fronts(model: Model) -> Iterator[Result]:
+    """Kubernetes fronts that could not be decided (an Ingress of a class not among the
+    inputs), listed when an LLM server that may hold several pods is behind them."""
+    for resource, value, workload_ids in model.unknown_fronts:
+        for workload_id in workload_ids:
+            if any(
+                w.evidence and w.evidence.llm and not single(model, w)
+                for w in model.workloads_by_id(workload_id, resource)
+            ):
+                yield Unknown(resource, value)
+                break
 
 
 @rule(
@@ -136,6 +173,8 @@ def fleet002(model: Model) -> Iterator[Result]:
     inference_only=True,
     rationale="Session affinity only pays off when the engine keeps and reuses the prefix's KV cache.",
     remediation="Remove --no-enable-prefix-caching (on by default in vLLM V1) or pass --enable-prefix-caching.",
+    kubernetes_remediation="Remove --no-enable-prefix-caching from the container's command or args (on by default "
+    "in vLLM V1) or pass --enable-prefix-caching (production-stack chart: vllmConfig.enablePrefixCaching: true).",
     docs=DOCS_VLLM_PREFIX,
 )
 def fleet003(model: Model) -> Iterator[Result]:
@@ -146,6 +185,10 @@ def fleet003(model: Model) -> Iterator[Result]:
     for host, text in hosts:
         if isinstance(text, str) and _PREFIX_CACHING_OFF.search(text):
             yield Hit(host, f"{host.id} starts vLLM with prefix caching disabled")
+    for workload in model.workloads:  # Kubernetes: only pods that serve through something
+        match = _PREFIX_CACHING_OFF.search("\n".join(workload.commands)) if workload.inference else None
+        if match:
+            yield Hit(workload, f"{name(workload)} starts vLLM with prefix caching disabled ({match.group(0)})")
 
 
 def _sticky_inference_tgs(model: Model, spreading: bool = False):
@@ -168,6 +211,8 @@ def _sticky_inference_tgs(model: Model, spreading: bool = False):
     remediation="Set load_balancing.algorithm.type=least_outstanding_requests and alarm on load imbalance "
     "(the ALB target optimizer caps concurrent requests per target, but not on a sticky target "
     "group: ALB012).",
+    kubernetes_remediation="load_balancing.algorithm.type=least_outstanding_requests in "
+    "alb.ingress.kubernetes.io/target-group-attributes (next to the stickiness keys), and alert on load imbalance.",
     docs=DOCS_ALB_TG,
 )
 def fleet004(model: Model) -> Iterator[Result]:
@@ -183,15 +228,18 @@ def fleet004(model: Model) -> Iterator[Result]:
         elif unresolved(s.algorithm):
             yield Unknown(tg, "load_balancing.algorithm.type")
         elif s.algorithm == "round_robin":
-            yield Hit(tg, f"sticky inference target group {tg.id} uses round_robin", when(tg))
+            yield Hit(tg, f"sticky inference target group {name(tg)} uses round_robin{set_in(tg)}", when(tg))
 
 
 def _inference_fleets(model: Model) -> list[Resource]:
-    """Fleets to watch where more than one replica can exist: serving Auto Scaling groups, else
-    serving target groups without one."""
+    """Fleets to watch where more than one replica can exist: serving Auto Scaling groups and
+    Kubernetes workloads, else serving target groups without one."""
     fleets: list[Resource] = [f for f in model.fleets if f.inference]
+    workloads = [w for w in model.workloads if w.inference]
     covered = {id(tg) for f in fleets for tg in _groups_of_fleet(model, f)}
+    covered |= {id(tg) for w in workloads for tg_id in w.target_group_ids for tg in model.target_groups_by_id(tg_id, w)}
     out = [f for f in fleets if not single(model, f)]
+    out += [w for w in workloads if not single(model, w)]
     out += [tg for tg in model.target_groups if tg.inference and id(tg) not in covered and not single(model, tg)]
     return out
 
@@ -220,6 +268,8 @@ def _groups_of_fleet(model: Model, fleet: Fleet) -> list[Any]:
     "On a target group without stickiness, the ALB target optimizer (a target group created with "
     "TargetControlPort, and the target control agent on each target) also caps concurrent "
     "requests per target, so no replica runs hot.",
+    kubernetes_remediation="Add a PrometheusRule alerting on vllm:num_requests_waiting per pod (or on request "
+    "imbalance across pods), or a CloudWatch alarm on the target group's RequestCountPerTarget.",
     docs=DOCS_CW_ALARMS,
 )
 def fleet005(model: Model) -> Iterator[Result]:
@@ -230,10 +280,17 @@ def fleet005(model: Model) -> Iterator[Result]:
             continue
         if not model.alarms_known:
             yield Unknown(resource, "CloudWatch alarms")
+        elif isinstance(resource, Workload) and unresolved(resource.max_replicas):
+            yield Unknown(resource, REPLICAS)  # one pod, or several: no harm to name until it is known
+        elif isinstance(resource, Workload):
+            yield Hit(
+                resource,
+                f"no alert (PrometheusRule among the inputs) watches queue depth or load imbalance of {name(resource)}",
+            )
         else:
             yield Hit(
                 resource,
-                f"no CloudWatch alarm watches queue depth or load imbalance of {resource.id}",
+                f"no CloudWatch alarm watches queue depth or load imbalance of {name(resource)}",
                 resource.serving.when if resource.serving else None,
             )
 
@@ -248,6 +305,8 @@ def fleet005(model: Model) -> Iterator[Result]:
     rationale="On scale-in the target drains for deregistration_delay.timeout_seconds; generations still "
     "running after that are cut. A value the API rejects is reported here too.",
     remediation="Set deregistration_delay.timeout_seconds to at least 60 (longer than your longest generation).",
+    kubernetes_remediation="deregistration_delay.timeout_seconds=120 (longer than your longest generation) in the "
+    "target-group-attributes annotation, with a preStop hook and terminationGracePeriodSeconds to match (K8S004).",
     docs=DOCS_ALB_TG,
 )
 def fleet006(model: Model) -> Iterator[Result]:
@@ -259,11 +318,12 @@ def fleet006(model: Model) -> Iterator[Result]:
         if unresolved(delay):
             yield Unknown(tg, "deregistration_delay.timeout_seconds")
         elif invalid(delay):
-            yield Hit(tg, rejected("deregistration_delay.timeout_seconds", delay))
+            yield Hit(tg, rejected("deregistration_delay.timeout_seconds", delay) + set_in(tg))
         elif delay < 60:
             yield Hit(
                 tg,
-                f"sticky inference target group {tg.id} has deregistration_delay.timeout_seconds={delay} (< 60)",
+                f"sticky inference target group {name(tg)} has deregistration_delay.timeout_seconds={delay} (< 60)"
+                + set_in(tg),
                 when(tg),
             )
 
@@ -322,12 +382,41 @@ def fleet007(model: Model) -> Iterator[Result]:
     "per group naming both settings when both fall short; info on a group that can hold one "
     "instance.",
     remediation="Set HealthCheckType to ELB and HealthCheckGracePeriod to at least 300 s (longer for large models).",
+    kubernetes_remediation="Give the serving container a readinessProbe on vLLM's /health, and a startupProbe "
+    "(periodSeconds × failureThreshold longer than the model takes to load) so that the livenessProbe cannot restart "
+    "it while the model loads.",
     docs=DOCS_HEALTH,
 )
 def fleet008(model: Model) -> Iterator[Result]:
     for fleet in model.fleets:
         if fleet.inference:
             yield from _health(fleet, ONE_REPLICA_SEVERITY if single(model, fleet) else None)
+    for workload in model.workloads:
+        if workload.inference:
+            yield from _probes(workload, ONE_REPLICA_SEVERITY if single(model, workload) else None)
+
+
+#: The shortest time a model may take to load before a probe may kill its container (the
+#: Auto Scaling grace period the rule asks for).
+MODEL_LOAD_SECONDS = 300
+
+
+def _probes(workload: Workload, severity: str | None) -> Iterator[Result]:
+    """Kubernetes: the serving container's readiness and liveness probes, in one finding."""
+    problems: list[str] = []
+    if not workload.readiness:
+        problems.append(
+            "has no readinessProbe on its serving container: its pods get requests before the model is loaded "
+            "and keep them when the engine stops answering"
+        )
+    deadline = workload.liveness_deadline
+    if isinstance(deadline, int) and deadline < MODEL_LOAD_SECONDS:
+        problems.append(
+            f"restarts its serving container when the livenessProbe fails {deadline} s after start, with no "
+            f"startupProbe (< {MODEL_LOAD_SECONDS} s: a model still loading is killed, again and again)"
+        )
+    if problems:
+        yield Hit(workload, f"inference {name(workload)} " + "; and ".join(problems), None, severity)
 
 
 def _health(fleet: Fleet, severity: str | None) -> Iterator[Result]:

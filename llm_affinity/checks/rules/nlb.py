@@ -6,7 +6,19 @@ from typing import Iterator
 
 from ..model import Model
 from .base import Hit, Result, Unknown, rule
-from .common import DOCS_NLB_CROSS_ZONE, DOCS_NLB_TG, invalid, rejected, spreading_target_groups, unresolved, when
+from .common import (
+    DOCS_NLB_CROSS_ZONE,
+    DOCS_NLB_TG,
+    NLB_ANNOTATION,
+    invalid,
+    is_kube,
+    name,
+    rejected,
+    set_in,
+    spreading_target_groups,
+    unresolved,
+    when,
+)
 
 
 @rule(
@@ -17,6 +29,8 @@ from .common import DOCS_NLB_CROSS_ZONE, DOCS_NLB_TG, invalid, rejected, spreadi
     failure_mode="API: the API rejects the configuration",
     rationale="AWS: 'Sticky sessions are not supported for TLS listeners that use TLS target groups.'",
     remediation="Use a TCP target group (TLS passthrough) for source-IP stickiness, or terminate TLS on an ALB with cookies.",
+    kubernetes_remediation="Keep the target group TCP (service.beta.kubernetes.io/aws-load-balancer-backend-protocol: "
+    "tcp) for source-IP stickiness, or put an Ingress (ALB) with cookie stickiness in front.",
     docs=DOCS_NLB_TG,
 )
 def nlb001(model: Model) -> Iterator[Result]:
@@ -28,7 +42,8 @@ def nlb001(model: Model) -> Iterator[Result]:
             yield Unknown(tg, "stickiness.enabled")
         elif s.sticky is True:
             if s.protocol == "TLS":
-                yield Hit(tg, f"target group {tg.id} uses the TLS protocol with stickiness enabled")
+                how = f" ({NLB_ANNOTATION}backend-protocol: ssl with a certificate)" if is_kube(tg) else ""
+                yield Hit(tg, f"target group {name(tg)} uses the TLS protocol{how} with stickiness enabled{set_in(tg)}")
             else:
                 yield Unknown(tg, "Protocol")
 
@@ -56,6 +71,8 @@ def _sticky_source_ip_inference(model: Model):
     "whose IP changes (mobile, proxies) lose affinity. Inside a VPC, source-IP still pins every "
     "session of one agent host to one target.",
     remediation="Prefer an ALB with lb_cookie/app_cookie stickiness, or route on an application-level session key.",
+    kubernetes_remediation="Prefer an Ingress (ALB) with target-type ip and stickiness.type=lb_cookie, or route on a "
+    "session key inside the cluster (production-stack --routing-logic session --session-key <header>).",
     docs=DOCS_NLB_TG,
 )
 def nlb002(model: Model) -> Iterator[Result]:
@@ -68,9 +85,11 @@ def nlb002(model: Model) -> Iterator[Result]:
             if unresolved(scheme):
                 yield Unknown(lb, "Scheme")
             elif scheme == "internet-facing":
+                scheme_note = f" ({NLB_ANNOTATION}scheme: internet-facing)" if is_kube(lb) else ""
                 yield Hit(
                     tg,
-                    f"target group {tg.id} uses source_ip stickiness behind internet-facing load balancer {lb.id}",
+                    f"target group {name(tg)} uses source_ip stickiness behind internet-facing load balancer "
+                    f"{lb.id}{scheme_note}",
                     when(tg),
                 )
 
@@ -87,6 +106,8 @@ def nlb002(model: Model) -> Iterator[Result]:
     "client whose DNS answer moves it to another zone's node cannot reach its old target. A load "
     "balancer load_balancing.cross_zone.enabled value the API rejects is reported here too.",
     remediation="Set load_balancing.cross_zone.enabled=true on the target group or the load balancer.",
+    kubernetes_remediation="service.beta.kubernetes.io/aws-load-balancer-attributes: "
+    "load_balancing.cross_zone.enabled=true on the Service.",
     docs=DOCS_NLB_CROSS_ZONE,
 )
 def nlb003(model: Model) -> Iterator[Result]:
@@ -100,7 +121,8 @@ def nlb003(model: Model) -> Iterator[Result]:
         elif setting == "false":
             yield Hit(
                 tg,
-                f"target group {tg.id} uses source_ip stickiness with load_balancing.cross_zone.enabled=false",
+                f"target group {name(tg)} uses source_ip stickiness with load_balancing.cross_zone.enabled=false"
+                + set_in(tg),
                 when(tg),
             )
         elif setting == "use_load_balancer_configuration":
@@ -112,11 +134,18 @@ def nlb003(model: Model) -> Iterator[Result]:
                 if unresolved(lb_setting):
                     yield Unknown(lb, "load_balancing.cross_zone.enabled")
                 elif invalid(lb_setting):
-                    yield Hit(lb, rejected("load_balancing.cross_zone.enabled", lb_setting))
+                    yield Hit(
+                        lb, rejected("load_balancing.cross_zone.enabled", lb_setting) + set_in(lb, "load-balancer")
+                    )
                 elif lb_setting is False:
+                    where = (
+                        f" (off by default on an NLB: {NLB_ANNOTATION}attributes on {lb.kube.attributes_on or 'the Service'})"
+                        if lb.kube is not None
+                        else ""
+                    )
                     yield Hit(
                         tg,
-                        f"target group {tg.id} uses source_ip stickiness and inherits cross-zone off "
-                        f"from load balancer {lb.id}",
+                        f"target group {name(tg)} uses source_ip stickiness and inherits cross-zone off "
+                        f"from load balancer {lb.id}{where}",
                         when(tg),
                     )

@@ -1,9 +1,14 @@
-"""Inputs of `lint`: template files, folders searched for templates, and CDK cloud assemblies
-(``cdk.out``: its ``manifest.json``, nested assemblies of stages, nested-stack templates).
+"""Inputs of `lint`: template files, Kubernetes manifests, folders searched for both, standard
+input (``-``), and CDK cloud assemblies (``cdk.out``: its ``manifest.json``, nested assemblies of
+stages, nested-stack templates).
 
-Each template read becomes one :class:`~llm_affinity.checks.model.Model` (built by
-:mod:`.cfn`); each input that cannot be read or judged becomes one error entry naming it, and
-every other input is still read. Inputs are untrusted (a ``cdk.out`` in a pull request):
+Templates are modelled by :mod:`.cfn` (the templates of one app together); every Kubernetes
+object read, from all inputs together, goes into one more model (built by :mod:`.k8s`: an
+Ingress in one file names a Service in another, as ``kubectl apply -f folder/`` would join
+them). Files and standard input are recognised by content (:mod:`.manifests`); a cloud assembly
+holds templates only. Each input that cannot be read or judged becomes one error entry naming it
+(one per bad document of a stream), and every other input is still read. Inputs are untrusted
+(a ``cdk.out`` or manifests in a pull request):
 
 * only regular files are read, never more than the size cap (:mod:`.files`);
 * a cloud assembly is a boundary: every path its manifests name (``templateFile``,
@@ -22,11 +27,21 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ...common.files import ReadError, describe_os_error, kind_of, read_regular, stat_path
+from ...common.files import (
+    STDIN_NAME,
+    ReadError,
+    TooLarge,
+    describe_os_error,
+    kind_of,
+    read_regular,
+    read_stdin,
+    stat_path,
+)
 from ..assemble import finish
 from ..model import Model, ModelError
 from .cfn import MODELLED, model_from_template
 from .intrinsics import Template
+from .manifests import KubeObject, parse_input
 from .stacks import Links
 from .template_file import (
     MAX_TEMPLATE_BYTES,
@@ -67,12 +82,19 @@ class Loaded:
     #: cloud assembly folder (as shown) → asset object key → the file (as shown) it uploads:
     #: how a nested stack's TemplateURL finds its template when no aws:asset:path says it
     assets: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    #: Kubernetes objects of every input, modelled together once all inputs are read
+    kube: list[KubeObject] = field(default_factory=list)
+
+
+#: The path that means standard input.
+STDIN = "-"
 
 
 def load_paths(paths: Iterable[str]) -> Loaded:
     """Read every path; a bad input becomes an error entry and the others are still read. The
     templates read are then modelled together: what one imports from another (or a nested
-    stack from its parent) is resolved across them (:mod:`.stacks`)."""
+    stack from its parent) is resolved across them (:mod:`.stacks`); the Kubernetes objects read
+    make one more model."""
     out = Loaded()
     # Every template stays parsed until all are read (one may import from a later one): the
     # collector's passes over those many small, acyclic objects made a 20-stack cdk.out 40%
@@ -80,22 +102,68 @@ def load_paths(paths: Iterable[str]) -> Loaded:
     collecting = gc.isenabled()
     gc.disable()
     try:
+        stdin_read = False
         for path in paths:
             path = os.fspath(path)
             try:
-                _load_one(path, out)
+                if path == STDIN:
+                    if stdin_read:
+                        out.errors.append(ModelError(STDIN_NAME, "standard input named twice: it is read once"))
+                        continue
+                    stdin_read = True
+                    _load_stdin(out)
+                else:
+                    _load_one(path, out)
             except RecursionError:
-                out.errors.append(ModelError(path, "nesting too deep to read"))
+                out.errors.append(ModelError(_shown(path), "nesting too deep to read"))
             except MemoryError:
-                out.errors.append(ModelError(path, "ran out of memory reading this input"))
+                out.errors.append(ModelError(_shown(path), "ran out of memory reading this input"))
             except Exception as exc:  # isolation: one input's failure never drops the others
-                out.errors.append(ModelError(path, unexpected(exc, "reading this input")))
+                out.errors.append(ModelError(_shown(path), unexpected(exc, "reading this input")))
         _model_all(out)
+        if out.kube:
+            _model_kubernetes(out)
     finally:
         if collecting:
             gc.enable()
             gc.collect(1)  # the young generations once, not pass after pass while rules run
     return out
+
+
+def _shown(path: str) -> str:
+    return STDIN_NAME if path == STDIN else path
+
+
+def _load_stdin(out: Loaded) -> None:
+    try:
+        raw = read_stdin(MAX_TEMPLATE_BYTES)
+    except TooLarge:
+        out.errors.append(ModelError(STDIN_NAME, f"larger than the {MAX_TEMPLATE_BYTES // 1048576} MB limit"))
+        return
+    except ReadError as exc:
+        out.errors.append(ModelError(STDIN_NAME, str(exc)))
+        return
+    _load_bytes(raw, STDIN_NAME, out, explicit=True)
+
+
+def _model_kubernetes(out: Loaded) -> None:
+    """One model for every Kubernetes object read; a failure costs the objects, named by the
+    inputs they came from, never the templates' reports."""
+    from .k8s import model_from_objects
+
+    try:
+        out.models.append(model_from_objects(out.kube))
+        return
+    except RecursionError:
+        message = "nesting too deep to check these manifests"
+    except MemoryError:
+        message = "ran out of memory checking these manifests"
+    except Exception as exc:
+        message = unexpected(exc, "checking these manifests")
+    for path in dict.fromkeys(o.file for o in out.kube):
+        out.errors.append(ModelError(path, message))
+        if path in out.inputs:
+            out.inputs.remove(path)
 
 
 def _model_all(out: Loaded) -> None:
@@ -198,7 +266,9 @@ def _load_one(path: str, out: Loaded) -> None:
         else:
             _load_folder(path, out)
         if len(out.inputs) + len(out.errors) + len(out.pending) == before:
-            out.errors.append(ModelError(path, "no CloudFormation templates found in this folder"))
+            out.errors.append(
+                ModelError(path, "no CloudFormation templates or Kubernetes manifests found in this folder")
+            )
         return
     if os.path.basename(path) == "manifest.json" and stat.S_ISREG(st.st_mode):
         manifest, problem = _read_manifest(path)
@@ -210,20 +280,31 @@ def _load_one(path: str, out: Loaded) -> None:
             root = os.path.realpath(shown)
             _load_assembly(Folder(root, shown), manifest, out, root, {root}, 0)
             return
-    _load_template(path, out, require_resources=True)
+    _load_template(path, out, require_resources=True, by_content=True)
 
 
 def _load_template(
-    path: str, out: Loaded, *, require_resources: bool, real: str | None = None, stack_name: str | None = None
+    path: str,
+    out: Loaded,
+    *,
+    require_resources: bool,
+    real: str | None = None,
+    stack_name: str | None = None,
+    by_content: bool = False,
 ) -> None:
     """Read and parse one template (modelled with the others by :func:`_model_all`); ``real``
     is the path to open when ``path`` (the name shown) was checked against an assembly
-    boundary; ``stack_name`` is its stack's name when a cloud assembly says it."""
+    boundary; ``stack_name`` is its stack's name when a cloud assembly says it. ``by_content``:
+    the file may also be Kubernetes manifests (a file named on the command line or met in a
+    folder scan; a cloud assembly holds templates only)."""
     try:
         raw = read_template_bytes(real or path)
     except TemplateError as exc:  # not a regular file, unreadable, too large, broken symlink...
         if require_resources or "larger than" not in str(exc) or _head_looks_like_template(real or path):
             out.errors.append(ModelError(path, str(exc)))
+        return
+    if by_content:
+        _load_bytes(raw, path, out, explicit=require_resources)
         return
     try:
         tf = template_from_bytes(raw, path, require_resources=require_resources)
@@ -240,6 +321,45 @@ def _load_template(
     if "Resources" not in tf.data:
         return  # a folder's non-template JSON/YAML (package.json, CI config...)
     out.pending.append(_Parsed(path, tf, stack_name))
+
+
+def _load_bytes(raw: bytes, path: str, out: Loaded, *, explicit: bool) -> None:
+    """A template or Kubernetes manifests, recognised by content. ``explicit``: the input was
+    named, so what is neither is an error; in a folder scan it is skipped unless it looks like
+    one of them (a manifest with a syntax error is reported, a Helm chart's unrendered
+    templates and other YAML are not ours to judge)."""
+    try:
+        parsed = parse_input(raw, path, explicit=explicit)
+    except TemplateError as exc:
+        if explicit or _looks_like_template(raw) or _looks_like_manifest(raw):
+            out.errors.append(ModelError(path, f"{exc}{_helm_hint(raw)}"))
+        return
+    except RecursionError:
+        out.errors.append(ModelError(path, "nesting too deep to read"))
+        return
+    manifest_like = not explicit and not parsed.objects and _looks_like_manifest(raw)
+    del raw
+    if parsed.template is not None:
+        out.pending.append(_Parsed(path, parsed.template))
+        return
+    if parsed.objects or explicit or manifest_like:
+        out.errors += [ModelError(path, problem) for problem in parsed.problems]
+    if parsed.objects:
+        out.kube += parsed.objects
+        out.inputs.append(path)
+
+
+def _helm_hint(raw: bytes) -> str:
+    if b"{{" in raw and b"}}" in raw:
+        return " (it holds {{ … }}: an unrendered Helm or Go template? lint its output: helm template … | llm-affinity lint -)"
+    return ""
+
+
+def _looks_like_manifest(head: bytes) -> bool:
+    """Whether a file met in a folder scan that did not parse was meant as Kubernetes manifests
+    (and is not a Helm chart's template, which only its rendered output can be judged by)."""
+    head = head[:_HEAD_BYTES]
+    return b"apiVersion" in head and b"kind" in head and b"{{" not in head
 
 
 def _looks_like_template(head: bytes) -> bool:
@@ -319,7 +439,7 @@ def _load_folder(folder: str, out: Loaded) -> None:
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("asset."))
         for name in sorted(files):
             if name.lower().endswith(TEMPLATE_SUFFIXES) and not _is_cdk_support_file(name):
-                _load_template(os.path.join(root, name), out, require_resources=False)
+                _load_template(os.path.join(root, name), out, require_resources=False, by_content=True)
 
 
 def _is_cdk_support_file(name: str) -> bool:

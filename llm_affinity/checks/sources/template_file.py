@@ -288,6 +288,11 @@ class _Builder:
         self.stack: list[_Frame] = []
         self.result: Any = _NOTHING
         self.tags: dict[str, str] = {}  # plain scalar text → resolved tag
+        self.root_line = 1  # line of the document's top-level collection
+        #: Lines of the mappings in a top-level ``items`` list (a Kubernetes ``kind: List``),
+        #: recorded when a caller sets a list here.
+        self.item_lines: list[int] | None = None
+        self.over_budget = False  # an alias was replaced by a value too large to resolve
 
     def build(self) -> Any:
         get_event = self.loader.get_event
@@ -355,6 +360,8 @@ class _Builder:
             raise TemplateError(f"nesting deeper than {self.MAX_DEPTH} levels at line {event.start_mark.line + 1}")
         self.nodes += 1
         stack = self.stack
+        if not stack:
+            self.root_line = event.start_mark.line + 1
         resources = (
             len(stack) == 1
             and stack[0].key == "Resources"
@@ -376,6 +383,8 @@ class _Builder:
             self.anchors[frame.anchor] = (value, self.nodes - frame.start_nodes + 1)
         if stack and type(stack[-1].data) is list:
             stack[-1].data.append(value)
+            if self.item_lines is not None and len(stack) == 2 and stack[0].key == "items" and type(value) is dict:
+                self.item_lines.append(frame.line)
         else:
             self._deliver(value, None, True, frame.line)
 
@@ -386,6 +395,7 @@ class _Builder:
         if isinstance(value, (dict, list)):
             if self.nodes + size > self.MAX_EXPANDED_NODES:
                 value = {TOO_LARGE_MARKER: None}
+                self.over_budget = True
             else:
                 self.nodes += size
                 value = _copy(value)

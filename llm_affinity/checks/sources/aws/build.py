@@ -10,10 +10,8 @@ could not be read are passed as an unresolvable attribute list, exactly like a t
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable
 
-from ....common.definitions import IGNORE_REASON_TAG, IGNORE_TAG
 from ... import normalize as N
 from ...model import (
     UNKNOWN,
@@ -22,6 +20,7 @@ from ...model import (
     EngineHost,
     Fleet,
     Forward,
+    KubeOrigin,
     KvStore,
     LaunchSpec,
     Listener,
@@ -30,7 +29,6 @@ from ...model import (
     McpGateway,
     SecurityGroup,
     Service,
-    Suppression,
     TargetGroup,
     Unresolved,
 )
@@ -67,8 +65,6 @@ def _attribute_list(attributes: dict) -> Any:
 
 # --- tags and suppressions -------------------------------------------------------------------
 
-_SPLIT = re.compile(r"[\s,+/;]+")
-
 
 def tags_to_dict(tags: Iterable[dict] | dict | None) -> dict[str, str]:
     """``[{"Key": k, "Value": v}]`` (ELB/ASG/EC2) or a plain map (AgentCore) → dict (the
@@ -76,20 +72,7 @@ def tags_to_dict(tags: Iterable[dict] | dict | None) -> dict[str, str]:
     return N.tags(tags if isinstance(tags, (list, dict)) else list(tags or ()))
 
 
-def suppressions_from_tags(tags: dict[str, Any]) -> list[Suppression]:
-    """``llm-affinity:ignore`` = rule ids separated by commas, spaces, ``+``, ``/`` (or ``;``);
-    the reason comes from ``llm-affinity:ignore-reason`` (absent → ``None``, reported SUP001)."""
-    raw = tags.get(IGNORE_TAG)
-    if not isinstance(raw, str) or not raw.strip():
-        return []
-    reason = tags.get(IGNORE_REASON_TAG)
-    reason = reason.strip() if isinstance(reason, str) and reason.strip() else None
-    seen: list[str] = []
-    for part in _SPLIT.split(raw.strip()):
-        rid = part.strip().upper()
-        if rid and rid not in seen:
-            seen.append(rid)
-    return [Suppression(rid, reason) for rid in seen]
+suppressions_from_tags = N.suppressions_from_tags  # shared with Kubernetes annotations
 
 
 def loc(arn: str, rtype: str, region: str) -> Location:
@@ -97,9 +80,54 @@ def loc(arn: str, rtype: str, region: str) -> Location:
 
 
 def _tagged(arn: str, rtype: str, region: str, tags: dict[str, Any]) -> dict[str, Any]:
-    """The fields every live resource shares: ARN as id, location, tags and the suppressions
-    its tags carry."""
-    return {"id": arn, "location": loc(arn, rtype, region), "tags": tags, "suppressions": suppressions_from_tags(tags)}
+    """The fields every live resource shares: ARN as id, location, tags, the suppressions its
+    tags carry, and the Kubernetes object it was made for (from the controller's tags)."""
+    return {
+        "id": arn,
+        "location": loc(arn, rtype, region),
+        "tags": tags,
+        "suppressions": suppressions_from_tags(tags),
+        "kube": kube_origin(tags),
+    }
+
+
+# --- resources the AWS Load Balancer Controller made ------------------------------------------
+# Its tags (pkg/deploy/tracking/provider.go): elbv2.k8s.aws/cluster on everything; for an
+# Ingress (group) ingress.k8s.aws/stack = the group name, or namespace/name for an Ingress alone,
+# and ingress.k8s.aws/resource = LoadBalancer or namespace/ingress-service:port for a target
+# group; for a Service service.k8s.aws/stack = namespace/name and service.k8s.aws/resource =
+# LoadBalancer or namespace/name:port. Messages name these objects; fixes speak of annotations.
+
+K8S_CLUSTER_TAG = "elbv2.k8s.aws/cluster"
+K8S_TAGS = {
+    "ingress": ("ingress.k8s.aws/stack", "ingress.k8s.aws/resource"),
+    "service": ("service.k8s.aws/stack", "service.k8s.aws/resource"),
+}
+
+
+def kube_origin(tags: dict[str, Any]) -> KubeOrigin | None:
+    """The Kubernetes object a live load balancer or target group was made for, or ``None``."""
+    cluster = tags.get(K8S_CLUSTER_TAG)
+    cluster = cluster.strip() if isinstance(cluster, str) and cluster.strip() else None
+    in_cluster = f" in cluster {cluster}" if cluster else ""
+    for controller, (stack_key, resource_key) in K8S_TAGS.items():
+        stack = tags.get(stack_key)
+        if not isinstance(stack, str) or not stack.strip():
+            continue
+        stack = stack.strip()
+        resource = tags.get(resource_key)
+        resource = resource.strip() if isinstance(resource, str) else ""
+        if controller == "ingress":
+            owner = f"Ingress {stack}" if "/" in stack else f"IngressGroup {stack}"
+            part = f", target group {resource}" if resource and resource != "LoadBalancer" else ""
+        else:
+            owner = f"Service {stack}"
+            port = resource.rpartition(":")[2] if resource and resource != "LoadBalancer" else ""
+            part = f" port {port}" if port else ""
+        return KubeOrigin(f"Kubernetes {owner}{part}{in_cluster}", controller, cluster=cluster)
+    if cluster:
+        return KubeOrigin(f"Kubernetes cluster {cluster}", "other", cluster=cluster)
+    return None
 
 
 def attrs_to_dict(attributes: Iterable[dict] | None) -> dict[str, Any]:
