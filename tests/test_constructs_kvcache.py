@@ -197,7 +197,7 @@ def test_instance_role_reads_the_token_and_nothing_else(reference_synth):
 def test_vllm_runs_the_pinned_image_with_the_lmcache_connector(reference_synth):
     from conftest_cdk import user_data
 
-    from llm_affinity.constructs.lmcache_matrix import PINNED
+    from llm_affinity.common.lmcache import PINNED
 
     ud = user_data(reference_synth.one(REF, "AWS::EC2::LaunchTemplate"))
     run = _vllm_run(ud)

@@ -37,17 +37,17 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from ..common.definitions import ROLE_TAG
+from ..common.lmcache import CONNECTOR, KV_ROLE, PINNED, PROMETHEUS_MULTIPROC_DIR, STORE_NODE_TYPE_DEFAULT
 from ._fleet_props import IMAGE
 from ._instance_memory import HOST_MEMORY_GIB, default_local_cpu_gib
 from ._validate import AffinityPropError, is_unresolved, require, require_int, require_pattern
-from .lmcache_matrix import CONNECTOR, KV_ROLE, PINNED, PROMETHEUS_MULTIPROC_DIR
 from .suppressions import acknowledge_nag
 from .userdata import KvSpec
 
-#: the pinned image with vLLM and LMCache (lmcache_matrix.PINNED says where every fact comes from)
+#: the pinned image with vLLM and LMCache (common/lmcache.py: PINNED says where every fact comes from)
 LMCACHE_IMAGE_DEFAULT = PINNED.image
 STORE_PORT = 6379
-NODE_TYPE_DEFAULT = "cache.r7g.xlarge"
+NODE_TYPE_DEFAULT = STORE_NODE_TYPE_DEFAULT
 ENGINE_VERSION_DEFAULT = "8.1"
 #: tag on the store's resources (what they are for, for a reader of the account)
 STORE_TAG = (ROLE_TAG, "kv-store")
@@ -72,7 +72,7 @@ class LmCache:
       memory (instance types in the table of _instance_memory), at most half of it.
     chunk_size: tokens per KV chunk, 16-4096 and a multiple of 16 (default 256, LMCache's).
     image: the vLLM image that contains LMCache, pinned by tag or digest, whose ENTRYPOINT is
-      `vllm serve` (default lmcache/vllm-openai:v0.5.6, see lmcache_matrix.PINNED).
+      `vllm serve` (default lmcache/vllm-openai:v0.5.6, see common/lmcache.py).
     engine_version: Valkey version of the store (default 8.1).
     load_failure_policy: vLLM's `kv_load_failure_policy` ("recompute" or "fail"), written into
       `--kv-transfer-config` only when given: vLLM 0.33.0 has it, the first version that does is

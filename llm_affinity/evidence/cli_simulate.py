@@ -11,6 +11,7 @@ import argparse
 import json
 
 from ..common.commands import UsageError, add_output_options, emit, number, open_output
+from ..common.lmcache import STORE_NODE_TYPE_DEFAULT
 
 HELP = "simulate a vLLM fleet behind each routing policy (deterministic)"
 DESCRIPTION = (
@@ -95,8 +96,8 @@ HELPS = {
     "--max-num-seqs": "vLLM max_num_seqs (default: from --instance-type)",
     "--max-num-batched-tokens": "vLLM max_num_batched_tokens (default: from --instance-type)",
     "--ttft-overhead-ms": "fixed TTFT overhead per request (default: 0)",
-    "--kv-store": "ElastiCache node of the shared KV tier: cache.r7g.large ... cache.r7g.8xlarge "
-    "(default: cache.r7g.4xlarge)",
+    "--kv-store": "ElastiCache node of the shared KV tier, cache.r7g.large ... cache.r7g.8xlarge; the default "
+    f"is what LmCache() deploys (default: {STORE_NODE_TYPE_DEFAULT})",
     "--shared-kv-capacity": "shared KV tier capacity in tokens, 0 = unbounded (default: from --kv-store)",
 }
 

@@ -14,7 +14,7 @@ _FRONT_RULES = ["ALB001", "ALB002", "ALB004", "ALB005", "ALB007", "ALB008", "ALB
 _FLEET_RULES = ["FLEET001", "FLEET003", "FLEET004", "FLEET005", "FLEET006", "FLEET007", "FLEET008"]
 #: The LMCache rules (rules/kv.py, with the LmCache construct). FLEET001 (a non-sticky inference
 #: target group) does not apply to a fleet that shares KV through a remote store.
-KV_RULES = ["KV001", "KV002", "KV003"]
+KV_RULES = ["KV001", "KV002", "KV003", "KV004"]
 TOOL_ROW = "agentcore_gateway_sessions"
 RULES = {
     "alb_lb_cookie": _FRONT_RULES + _FLEET_RULES,
@@ -36,6 +36,13 @@ RULES = {
     "lmcache_shared_kv": _FRONT_RULES + [r for r in _FLEET_RULES if r != "FLEET001"] + KV_RULES,
     TOOL_ROW: ["GW001", "GW002", "GW003", "GW004"],
 }
+
+
+def _lmcache(wl: Workload) -> str:
+    """``LmCache()`` for the store the construct deploys by default, else the node type simulated."""
+    from ..common.lmcache import STORE_NODE_TYPE_DEFAULT
+
+    return "LmCache()" if wl.kv_store == STORE_NODE_TYPE_DEFAULT else f'LmCache(node_type="{wl.kv_store}")'
 
 
 def snippet_cookie_s(wl: Workload) -> int:
@@ -124,7 +131,7 @@ def construct(row: str, wl: Workload, tool: str | None, sticky_kv: bool = False)
             + "from llm_affinity.constructs import AlbStickiness, LmCache, StickyAlbFront, VllmFleet\n\n"
             "# LMCache in every vLLM (LMCacheConnectorV1, kv_both) with one shared ElastiCache for Valkey\n"
             "# store in the VPC: a session's KV survives the instance and is found from any instance.\n"
-            + _fleet(wl, ",\n                  kv_cache=LmCache()")
+            + _fleet(wl, f",\n                  kv_cache={_lmcache(wl)}")
             + f'StickyAlbFront(self, "Front", fleet=fleet, stickiness={stickiness})\n'
         )
         if not sticky_kv:
@@ -147,9 +154,7 @@ def rules(row: str, tool: str | None, sticky_kv: bool = False) -> list[str]:
     ids = list(RULES[row]) + (list(RULES[TOOL_ROW]) if tool else [])
     if row == "lmcache_shared_kv" and not sticky_kv:
         ids.remove("ALB011")  # no cookie, no cookie duration
-    # The KV rules are defined with the LmCache construct; until both are in a tree the ids are
-    # named here and not yet in the registry.
-    unknown = [i for i in ids if i not in REGISTRY and i not in KV_RULES]
+    unknown = [i for i in ids if i not in REGISTRY]
     if unknown:  # pragma: no cover - guarded by tests/test_recommend.py
         raise AssertionError(f"recommend names rules that do not exist: {unknown}")
     return list(dict.fromkeys(ids))

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...common.lmcache import STORE_NODE_TYPE_DEFAULT
+
 #: The model every profile serves (VllmFleet's default, not gated).
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 #: 7.6 B parameters in bf16 (HF model card).
@@ -138,7 +140,8 @@ KV_STORES: dict[str, KvStore] = {
         KvStore("cache.r7g.8xlarge", 15.0, 209),
     )
 }
-DEFAULT_KV_STORE = "cache.r7g.4xlarge"
+#: What `LmCache()` deploys (one constant for the construct and the simulator).
+DEFAULT_KV_STORE = STORE_NODE_TYPE_DEFAULT
 
 
 def gpu(instance_type: str) -> Gpu:

@@ -6,7 +6,9 @@ Why pinned and written down: vLLM reaches LMCache through a connector name regis
 vLLM does not depend on; the two must be built against the same torch. LMCache's own release
 image (`lmcache/vllm-openai:<LMCache tag>`) installs both in one image, which is what its
 compatibility page recommends ("built as one runtime stack"), so the fleet pins that image's
-tag and the launch command its docs show. Pure data (no aws_cdk import).
+tag and the launch command its docs show. Pure data (no aws_cdk import): the constructs build
+from it and `simulate`/`recommend` model the same store, so the numbers they print are those of
+what `LmCache()` deploys.
 """
 
 from __future__ import annotations
@@ -64,3 +66,8 @@ KV_ROLE = "kv_both"
 #: Where the image keeps LMCache's multiprocess Prometheus files (LMCache's default,
 #: observability.py); vLLM and LMCache must share it for LMCache's metrics to reach /metrics.
 PROMETHEUS_MULTIPROC_DIR = "/tmp/lmcache_prometheus"
+
+#: The shared store `LmCache()` deploys by default (ElastiCache for Valkey, one node type for the
+#: primary and its replica), and so the store `simulate --shared-kv` models unless told otherwise.
+#: Size it for bandwidth, not only memory: docs/lmcache.md and docs/simulate.md show why.
+STORE_NODE_TYPE_DEFAULT = "cache.r7g.xlarge"
