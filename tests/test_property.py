@@ -1226,3 +1226,19 @@ def test_yaml_alias_expansion_is_bounded(tmp_path):
     proc, elapsed = _lint_within_5s(path, f"lint of a {path.stat().st_size}-byte YAML with nested aliases")
     assert "internal error" not in proc.stderr
     assert elapsed < 2, f"{elapsed:.1f} s for a {path.stat().st_size}-byte YAML whose aliases expand to 10**7 nodes"
+
+
+@pytest.mark.parametrize("kind", ["aws:cloudformation:stack", "cdk:cloud-assembly"])
+def test_artifact_names_with_control_characters_stay_one_line(tmp_path, kind):
+    """Found by test_broken_cloud_assemblies: an artifact named "\\n" whose path points outside
+    the assembly made a two-line error (the name was not escaped)."""
+    props = {"templateFile": "../outside.json"} if kind.endswith("stack") else {"directoryName": "../up"}
+    root = tmp_path / "cdk.out"
+    root.mkdir()
+    (root / "manifest.json").write_text(
+        json.dumps({"version": "38.0.1", "artifacts": {"a\nb\x1b[31m": {"type": kind, "properties": props}}})
+    )
+    report = lint_paths([str(root)])
+    (error,) = [e for e in report.errors if "outside the cloud assembly" in e.message]
+    assert "\n" not in error.message and "\x1b" not in error.message
+    assert "a\\nb\\x1b[31m" in error.message

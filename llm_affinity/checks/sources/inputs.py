@@ -37,6 +37,7 @@ from ...common.files import (
     read_stdin,
     stat_path,
 )
+from ...common.text import printable
 from ..assemble import finish
 from ..model import Model, ModelError
 from .cfn import MODELLED, model_from_template
@@ -474,14 +475,16 @@ def _load_assembly(where: Folder, manifest: dict[str, Any], out: Loaded, root: s
             if kind == "aws:cloudformation:stack":
                 template = props.get("templateFile")
                 if not isinstance(template, str):
-                    out.errors.append(ModelError(manifest_path, f"stack artifact {name} has no templateFile"))
+                    out.errors.append(
+                        ModelError(manifest_path, f"stack artifact {printable(name)} has no templateFile")
+                    )
                     continue
                 real = _inside(root, folder, template)
                 if real is None:
                     out.errors.append(
                         ModelError(
                             manifest_path,
-                            f"stack artifact {name}: templateFile {template!r} points outside the cloud assembly",
+                            f"stack artifact {printable(name)}: templateFile {template!r} points outside the cloud assembly",
                         )
                     )
                     continue
@@ -553,7 +556,8 @@ def _load_nested_assembly(
     if real is None:
         out.errors.append(
             ModelError(
-                manifest_path, f"nested assembly {name}: directoryName {directory!r} points outside the cloud assembly"
+                manifest_path,
+                f"nested assembly {printable(name)}: directoryName {directory!r} points outside the cloud assembly",
             )
         )
         return
