@@ -8,6 +8,8 @@ launch template, ``skipped`` when the groups themselves could not be read).
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import build as B
 from . import config
 from .coverage import Coverage, Part
@@ -57,54 +59,8 @@ def read(session: AuditSession, region: str, cov_asg: Coverage, cov_ec2: Coverag
     ]
     uses_templates = any(B.template_spec(g)[0] is not None for g in asgs)
 
-    templates: dict[str, dict] | None = {}
-    versions: dict[tuple[str, int], dict] | None = {}
-    template_arns: dict[str, str] = {}
     cov_ec2.not_needed = not uses_templates  # no launch template to resolve: no EC2 call
-    if uses_templates:
-        e = session.client("ec2", region)
-        try:
-            listed = session.call(session.pages, e, "describe_launch_templates", "LaunchTemplates")
-        except Exception as exc:
-            cov_ec2.fail(exc, fatal=True)
-            templates = versions = None
-        else:
-            cov_ec2.read()
-            for t in listed:
-                templates[t["LaunchTemplateId"]] = t
-                templates.setdefault(t["LaunchTemplateName"], t)
-                template_arns[t["LaunchTemplateId"]] = B.launch_template_arn(
-                    session.partition, region, session.account, t["LaunchTemplateId"]
-                )
-            needed = B.template_versions_needed(asgs, templates)
-
-            def versions_of(item):
-                template_id, numbers = item
-                return session.pages(
-                    e,
-                    "describe_launch_template_versions",
-                    "LaunchTemplateVersions",
-                    LaunchTemplateId=template_id,
-                    Versions=[str(n) for n in sorted(numbers)],
-                )
-
-            for (template_id, _numbers), result, exc in session.fan_out(versions_of, sorted(needed.items())):
-                if exc is not None:
-                    cov_ec2.fail(exc, fatal=False, what=f"versions of {template_id} unread")
-                    continue
-                for v in result:
-                    key = (v["LaunchTemplateId"], v["VersionNumber"])
-                    if key in versions:
-                        continue
-                    data = v.get("LaunchTemplateData") or {}
-                    if not session.read_user_data:
-                        data = without_user_data(data)
-                    versions[key] = data
-                    engine = B.build_template_engine(
-                        templates[template_id], v["VersionNumber"], data, region, template_arns[template_id]
-                    )
-                    if engine is not None:
-                        part.engines.append(engine)
+    templates, versions = _launch_templates(session, region, asgs, cov_ec2, part) if uses_templates else ({}, {})
 
     configurations: dict[str, dict] | None = {}
     for fut in lc_f:
@@ -139,3 +95,56 @@ def read(session: AuditSession, region: str, cov_asg: Coverage, cov_ec2: Coverag
         )
         part.fleets.append(B.build_fleet(g, launch, hooks, region))
     return part
+
+
+def _launch_templates(
+    session: AuditSession, region: str, asgs: list[dict], cov_ec2: Coverage, part: Part
+) -> tuple[dict[str, dict] | None, dict[tuple[str, int], dict] | None]:
+    """(templates by id and name, the data of every version the groups use), or (None, None)
+    when the templates could not be listed; the engine hosts of those versions go into ``part``."""
+    e = session.client("ec2", region)
+    try:
+        listed = session.call(session.pages, e, "describe_launch_templates", "LaunchTemplates")
+    except Exception as exc:
+        cov_ec2.fail(exc, fatal=True)
+        return None, None
+    cov_ec2.read()
+    templates: dict[str, dict] = {}
+    template_arns: dict[str, str] = {}
+    for t in listed:
+        templates[t["LaunchTemplateId"]] = t
+        templates.setdefault(t["LaunchTemplateName"], t)
+        template_arns[t["LaunchTemplateId"]] = B.launch_template_arn(
+            session.partition, region, session.account, t["LaunchTemplateId"]
+        )
+    needed = B.template_versions_needed(asgs, templates)
+
+    def versions_of(item: tuple[str, Any]) -> list:
+        template_id, numbers = item
+        return session.pages(
+            e,
+            "describe_launch_template_versions",
+            "LaunchTemplateVersions",
+            LaunchTemplateId=template_id,
+            Versions=[str(n) for n in sorted(numbers)],
+        )
+
+    versions: dict[tuple[str, int], dict] = {}
+    for (template_id, _numbers), result, exc in session.fan_out(versions_of, sorted(needed.items())):
+        if exc is not None:
+            cov_ec2.fail(exc, fatal=False, what=f"versions of {template_id} unread")
+            continue
+        for v in result:
+            key = (v["LaunchTemplateId"], v["VersionNumber"])
+            if key in versions:
+                continue
+            data = v.get("LaunchTemplateData") or {}
+            if not session.read_user_data:
+                data = without_user_data(data)
+            versions[key] = data
+            engine = B.build_template_engine(
+                templates[template_id], v["VersionNumber"], data, region, template_arns[template_id]
+            )
+            if engine is not None:
+                part.engines.append(engine)
+    return templates, versions
