@@ -17,6 +17,7 @@ import yaml
 
 from llm_affinity.checks.lint import lint_paths
 from llm_affinity.checks.sources.k8s.lmcache import kube_vars
+from llm_affinity.common import launch_text as lt
 
 K8S_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "k8s"
 DEP = "Deployment/llm/vllm"
@@ -213,12 +214,12 @@ def test_env_from(tmp_path):
 
 
 def test_kubelet_variable_references():
-    """$(VAR) of a variable defined before is expanded; $$(VAR) is the literal text; an
-    undefined reference stays as written, as the kubelet leaves it."""
-    assert (
-        kube_vars("lm://$(HOST):$(PORT) $$(HOST) $(NOPE)", {"HOST", "PORT"}) == "lm://${HOST}:${PORT} $(HOST) $(NOPE)"
+    """$(VAR) of a variable defined before is expanded; what the kubelet leaves as the literal
+    text $(VAR) (escaped as $$(VAR), or undefined) is no host or credential: a hole."""
+    assert kube_vars("lm://$(HOST):$(PORT) $$(HOST) $(NOPE)", {"HOST", "PORT"}) == (
+        f"lm://${{HOST}}:${{PORT}} {lt.HOLE} {lt.HOLE}"
     )
-    assert kube_vars("no references", set()) == "no references"
+    assert kube_vars("no references $(", set()) == "no references $("
 
 
 def test_variables_in_env_and_args(tmp_path):
@@ -236,6 +237,20 @@ def test_variables_in_env_and_args(tmp_path):
         "without TLS or authentication (LMCache's own lm:// server speaks plain TCP and authenticates no client; it "
         "cannot do TLS or auth)"
     ]
+    # a value read from a ConfigMap is not expanded (the kubelet expands written values only)
+    c["env"][2] = {"name": "LMCACHE_REMOTE_URL", "valueFrom": {"configMapKeyRef": {"name": "kv", "key": "url"}}}
+    report = _lint(tmp_path, docs + [_config_map("kv", {"url": "lm://$(CACHE_HOST):65432"})])
+    assert _outcome(report) == (
+        {("KV002", DEP): 1},
+        [
+            (
+                "KV001",
+                DEP,
+                f"LMCache remote backend: whether LMCache's remote backend is shared (lm://{lt.HOLE}:65432)",
+            ),
+            ("KV002", DEP, f"the store behind lm://{lt.HOLE}:65432: the host of lm://{lt.HOLE}:65432"),
+        ],
+    )
 
 
 # --- what each URL means ---------------------------------------------------------------------------

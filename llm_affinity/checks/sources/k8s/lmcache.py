@@ -4,7 +4,8 @@
 A container's LMCache settings come from four places, each read here as Kubernetes resolves it:
 
 * ``command`` and ``args`` (``--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1",...}'``),
-  with ``$(VAR)`` replaced by the container's variables, as the kubelet does;
+  with ``$(VAR)`` replaced by the container's variables, as the kubelet does (a reference it
+  leaves as written is a hole: :func:`kube_vars`);
 * ``env``: literal values; ``valueFrom`` a ConfigMap or Secret key among the inputs is read, any
   other ``valueFrom`` (a Secret or ConfigMap not among the inputs, a field of the pod) is unknown
   (``environment_lines`` writes it as a hole, never as absent);
@@ -62,8 +63,8 @@ def _container_kv(obj: KubeObject, spec: dict, container: dict, cat: Catalog) ->
         resolved = _resolved(obj, entry, cat)
         if resolved is None:
             continue
-        if isinstance(resolved.get("value"), str):
-            resolved = {**resolved, "value": kube_vars(resolved["value"], defined)}
+        if isinstance(resolved.get("value"), str):  # the kubelet expands written values only
+            resolved = {**resolved, "value": kube_vars(resolved["value"], defined if resolved is entry else set())}
         entries.append(resolved)
         defined.add(entry["name"])
     words = " ".join(_words(container))
@@ -77,14 +78,14 @@ def _container_kv(obj: KubeObject, spec: dict, container: dict, cat: Catalog) ->
 
 def kube_vars(text: str, defined: set[str]) -> str:
     """``$(NAME)`` of a defined variable as ``${NAME}`` (what :mod:`...common.launch_text`
-    expands), ``$$(NAME)`` as the literal ``$(NAME)``; an undefined reference stays as written,
-    as the kubelet leaves it."""
+    expands). Any other ``$(NAME)`` — undefined (the kubelet leaves it as written), escaped as
+    ``$$(NAME)``, or in a value read from a ConfigMap or Secret (never expanded) — reaches the
+    process as the literal text ``$(NAME)``, which a shell would run as a command and no host or
+    credential is: a hole (unknown), never read as a name."""
 
     def one(match: re.Match) -> str:
         escaped, name = match.group(1), match.group(2)
-        if escaped:
-            return f"$({name})"
-        return "${" + name + "}" if name in defined else match.group(0)
+        return "${" + name + "}" if name in defined and not escaped else lt.HOLE
 
     return _KUBE_VAR.sub(one, text) if "$(" in text else text
 
@@ -173,7 +174,7 @@ def _from_sources(obj: KubeObject, container: dict, cat: Catalog) -> tuple[list[
                 hidden.append(f"envFrom {field} {lt.display(str(ref.get('name')))[:128]} (not among the inputs)")
                 continue
             for key, value in list(_data(found).items())[:MAX_ENV]:
-                entries.append({"name": prefix + key, "value": value})
+                entries.append({"name": prefix + key, "value": kube_vars(value, set())})
     return entries, ", ".join(hidden) or None
 
 
