@@ -8,7 +8,9 @@ system, from getrusage) is printed next to it. The stream is what `helm template
 same bytes every run): per release a namespace-scoped set of a vLLM Deployment (GPU, probes),
 its Service, an ALB Ingress with target-group attributes, a HorizontalPodAutoscaler, a
 production-stack router Deployment, ConfigMaps, a ServiceAccount, Role and RoleBinding, each
-document preceded by a ``# Source:`` comment. It prints, per run, the wall time of the whole CLI
+document preceded by a ``# Source:`` comment (``--lmcache``: every engine also starts LMCache,
+its remote URL's token from a Secret and its configuration file in a mounted ConfigMap, so the
+KV rules read env, ``$(VAR)`` and the file). It prints, per run, the wall time of the whole CLI
 (`python -m llm_affinity lint - --format json`, a subprocess fed on standard input), the time of
 ``lint_paths`` in this process, and the time of ``yaml.safe_load_all`` (PyYAML's default,
 pure-Python loader) and of ``yaml.load_all`` with the C loader on the same text, with the
@@ -34,11 +36,32 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def release(n: int) -> list[dict]:
-    """One release's documents, in the order helm prints them."""
+def release(n: int, lmcache: bool = False) -> list[dict]:
+    """One release's documents, in the order helm prints them (``lmcache``: the engine shares KV
+    through LMCache, its configuration file in one of the release's ConfigMaps)."""
     ns = f"team-{n:04d}"
     app = {"app": "vllm", "release": f"r{n}"}
-    return [*_serving(n, ns, app), _router(n, ns), *_support(n, ns)]
+    docs = [*_serving(n, ns, app), _router(n, ns), *_support(n, ns)]
+    if lmcache:
+        _with_lmcache(docs)
+    return docs
+
+
+def _with_lmcache(docs: list[dict]) -> None:
+    """``--kv-transfer-config`` LMCacheConnectorV1, ``LMCACHE_REMOTE_URL`` with an AUTH token from a
+    Secret (not in the stream) and ``LMCACHE_CONFIG_FILE`` in ConfigMap ``cfg-0``, mounted."""
+    pod = docs[0]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    container["args"] += ["--kv-transfer-config", '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}']
+    container["env"] += [
+        {"name": "KV_TOKEN", "valueFrom": {"secretKeyRef": {"name": "lmcache-kv", "key": "token"}}},
+        {"name": "LMCACHE_REMOTE_URL", "value": "rediss://:$(KV_TOKEN)@master.kv.abc123.use1.cache.amazonaws.com:6379"},
+        {"name": "LMCACHE_CONFIG_FILE", "value": "/etc/lmcache/lmcache.yaml"},
+    ]
+    container["volumeMounts"] = [{"name": "lmcache", "mountPath": "/etc/lmcache"}]
+    pod["volumes"] = [{"name": "lmcache", "configMap": {"name": "cfg-0"}}]
+    config = next(d for d in docs if d["kind"] == "ConfigMap")
+    config["data"]["lmcache.yaml"] = "chunk_size: 256\nlocal_cpu: true\nmax_local_cpu_size: 20\n"
 
 
 def _serving(n: int, ns: str, app: dict) -> list[dict]:
@@ -192,11 +215,11 @@ def _support(n: int, ns: str) -> list[dict]:
     return [*config, *rbac, binding]
 
 
-def stream(documents: int) -> str:
+def stream(documents: int, lmcache: bool = False) -> str:
     parts: list[str] = []
     n = 0
     while len(parts) < documents:
-        for k, doc in enumerate(release(n)):
+        for k, doc in enumerate(release(n, lmcache)):
             if len(parts) < documents:
                 parts.append(
                     f"---\n# Source: vllm-app/templates/{doc['kind'].lower()}-{k}.yaml\n"
@@ -217,8 +240,9 @@ def main() -> int:
     parser.add_argument("--documents", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, help="also write the stream here")
+    parser.add_argument("--lmcache", action="store_true", help="every engine shares KV through LMCache (KV rules)")
     args = parser.parse_args()
-    text = stream(args.documents)
+    text = stream(args.documents, args.lmcache)
     data = text.encode()
     if args.out:
         args.out.write_bytes(data)

@@ -85,6 +85,7 @@ def test_the_real_helm_render_on_standard_input_equals_the_file():
             ("FLEET005", "Deployment/default/vllm-opt125m-deployment-vllm"),
             ("K8S003", "Deployment/default/vllm-deployment-router"),
             ("K8S004", "Deployment/default/vllm-opt125m-deployment-vllm"),
+            ("KV001", "Deployment/default/vllm-opt125m-deployment-vllm"),  # LMCache, CPU offload only, 2 pods
         ]
     )
     lines = lambda p: sorted((f["rule_id"], f["resource"]["line"]) for f in json.loads(p.stdout)["findings"])  # noqa: E731

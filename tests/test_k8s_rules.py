@@ -6,7 +6,8 @@ does for templates; the other rules' outcomes are listed too, so a new false ala
 The clean base every fixture changes one thing of: a vLLM Deployment (2 GPU pods, readiness and
 startup probes, a preStop sleep, a 400 s grace period), its Service, an ALB Ingress with target-type
 ip, lb_cookie stickiness for a day and least_outstanding_requests, idle timeout 600 s and access
-logs, and a PrometheusRule on vllm:num_requests_waiting."""
+logs, and a PrometheusRule on vllm:num_requests_waiting. The KV fixtures add
+`--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1",...}'` and LMCache's settings."""
 
 from __future__ import annotations
 
@@ -25,12 +26,14 @@ SVC = "Service/llm/vllm"
 DEP = "Deployment/llm/vllm"
 ROUTER = "Deployment/llm/router"
 
-#: Rules that judge Kubernetes resources (the issue's list and K8S001–K8S004).
+#: Rules that judge Kubernetes resources (the issue's list, K8S001–K8S004, and the KV rules but
+#: KV003, which does not judge pods: test_kv003_never_judges_pods).
 K8S_RULES = (
     [f"ALB{n:03d}" for n in range(1, 12)]
     + [f"NLB{n:03d}" for n in range(1, 4)]
     + ["FLEET001", "FLEET003", "FLEET004", "FLEET005", "FLEET006", "FLEET008"]
     + [f"K8S{n:03d}" for n in range(1, 5)]
+    + ["KV001", "KV002", "KV004"]
 )
 
 
@@ -62,6 +65,7 @@ ROLE_UNKNOWN = (
     "(Deployment llm/vllm requests nvidia.com/gpu; no LLM server seen)",
 )
 REPLICAS = "replicas (spec.replicas, an autoscaler's maxReplicas)"
+KV_SECRET = "LMCache remote backend: LMCACHE_REMOTE_URL is set at run time (a secret, a parameter, a command)"
 AMBIGUOUS_STICKY = [  # a type LoadBalancer Service naming no controller, asking for stickiness
     ("FLEET001", SVC, "stickiness.enabled"),
     ("FLEET006", SVC, "stickiness.enabled"),
@@ -162,6 +166,25 @@ EXPECTED = {
         {},
         TG_UNKNOWN + [("K8S004", DEP, "deregistration_delay.timeout_seconds of target group llm/chat-vllm:8000")],
     ),
+    "KV001_fail": ({("KV001", DEP): 1}, []),  # spec.replicas 1, the HorizontalPodAutoscaler's maxReplicas 4
+    "KV001_pass": ({}, []),
+    "KV001_unknown": ({}, [("KV001", DEP, KV_SECRET), ("KV002", DEP, KV_SECRET)]),
+    "KV002_fail": ({("KV002", DEP): 1}, []),
+    "KV002_pass": ({}, []),  # the ConfigMap mounted at LMCACHE_CONFIG_FILE is read: s3://, TLS and the pods' role
+    "KV002_unknown": (
+        {},
+        [
+            (
+                "KV002",
+                DEP,
+                "LMCache remote backend: LMCACHE_CONFIG_FILE names /etc/lmcache/lmcache.yaml, which the launch "
+                "configuration does not show",
+            )
+        ],
+    ),
+    "KV004_fail": ({("KV004", ING): 1}, []),  # and no FLEET001: every pod shares KV
+    "KV004_pass": ({}, []),
+    "KV004_unknown": ({}, [("FLEET001", ING, KV_SECRET), ("KV001", DEP, KV_SECRET), ("KV002", DEP, KV_SECRET)]),
 }
 
 
@@ -187,8 +210,9 @@ def test_fixture_gives_exactly_the_expected_outcome(name):
     assert bool([f for f in report.findings if f.rule.id == rule_id]) == (kind == "fail")
     # ALB004 reads the algorithm and stickiness of one annotation: unreadable, it is unreadable whole
     # (the other rules list it); FLEET003 and FLEET008 judge LLM servers only: a GPU container
-    # naming none is FLEET001's unknown "serving role".
-    if kind == "unknown" and rule_id not in ("ALB004", "FLEET003", "FLEET008"):
+    # naming none is FLEET001's unknown "serving role"; KV004 lists nothing itself: what would
+    # decide it (the pods share KV or not) is FLEET001's unknown.
+    if kind == "unknown" and rule_id not in ("ALB004", "FLEET003", "FLEET008", "KV004"):
         assert any(u.rule.id == rule_id for u in report.unknown)
 
 
@@ -240,6 +264,22 @@ def test_messages_in_kubernetes_words():
     ]
     assert messages("FLEET003_fail") == [
         "Deployment llm/vllm starts vLLM with prefix caching disabled (--no-enable-prefix-caching)"
+    ]
+    assert messages("KV001_fail") == [
+        "Deployment llm/vllm runs vLLM with LMCacheConnectorV1 and no remote backend (no remote_url: the KV stays in "
+        "each instance's own tiers): it can run up to 4 pods, and a restart, a scale-in or a turn routed to another "
+        "pod loses the session's KV"
+    ]
+    assert messages("KV002_fail") == [
+        "Deployment llm/vllm sends KV to its shared store redis://lmcache-redis.llm.svc.cluster.local:6379 (from "
+        "LMCACHE_REMOTE_URL) without TLS and without credentials (the store accepts unauthenticated clients) "
+        "(redis:// is plain TCP; LMCache's Redis connector encrypts only with rediss://)"
+    ]
+    assert messages("KV004_fail") == [
+        "inference target group llm/chat-vllm:8000 (Ingress llm/chat → Service llm/vllm:8000) has no stickiness "
+        "(alb.ingress.kubernetes.io/target-group-attributes on Ingress llm/chat) and its pods (Deployment llm/vllm) "
+        "share KV through LMCache's remote backend (rediss://:***@master.lmcache-kv.abc123.use1.cache.amazonaws.com"
+        ":6379): a turn that lands on another pod loads its prefix from the store instead of a local GPU hit"
     ]
     assert messages("K8S003_fail") == [
         "vLLM production-stack router Deployment llm/router routes with --routing-logic roundrobin over 2 engine "

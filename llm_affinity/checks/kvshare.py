@@ -2,15 +2,17 @@
 readings the KV rules (KV001-KV004) and FLEET001's exemption share (docs/model.md, "Shared KV").
 
 * :func:`kv_users`: inference compute that runs an LMCache connector — Auto Scaling groups,
-  ECS services, and EC2 instances registered in an inference target group — with its security
-  groups and whether it can hold more than one replica;
+  ECS services, EC2 instances registered in an inference target group, and Kubernetes workloads
+  (Deployments, StatefulSets, LeaderWorkerSets) — with its security groups (none for pods) and
+  whether it can hold more than one replica;
 * :func:`store_for`: the ElastiCache store a remote URL points to (a template's ``Fn::GetAtt`` /
   ``Ref`` names it; a live URL's host is one of its endpoints);
 * :func:`reachability`: whether a fleet's security groups can reach a store on its port (the
   store's ingress rules admit one of the fleet's groups, or addresses; the fleet's egress rules
   let it out);
-* :func:`target_group_shares`: every replica behind a target group shares KV through a remote
-  backend (FLEET001 is then not the failure it describes: KV004 explains the trade-off).
+* :func:`target_group_shares` / :func:`all_share`: every replica behind a target group (or a
+  router's engines) shares KV through a remote backend (FLEET001 and K8S003 are then not the
+  failure they describe: KV004 explains the trade-off).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .model import (
     Service,
     TargetGroup,
     Unresolved,
+    Workload,
     ref_key,
 )
 from .replicas import several
@@ -41,14 +44,20 @@ ELASTICACHE_SUFFIX = ".cache.amazonaws.com"
 @dataclass(frozen=True)
 class KvUser:
     """Inference compute that runs LMCache: the resource findings name, what it runs, its
-    security groups (list, or Unresolved), whether it can hold several replicas (None:
-    unknown) and the branch it serves in."""
+    security groups (list, or Unresolved; None for Kubernetes pods, which carry none here),
+    whether it can hold several replicas (None: unknown) and the branch it serves in."""
 
     resource: Resource
     kv: KvSharing
     groups: Any
     several: bool | None
     when: str | None = None
+
+    @property
+    def pods(self) -> bool:
+        """Kubernetes pods (a workload): no security groups, replicas bounded by spec.replicas
+        or an autoscaler's maxReplicas."""
+        return isinstance(self.resource, Workload)
 
 
 def kv_users(model: Model) -> list[KvUser]:
@@ -85,6 +94,10 @@ def kv_users(model: Model) -> list[KvUser]:
                 continue
             seen[id(instance)] = len(out)
             out.append(KvUser(instance, instance.launch.kv, instance.launch.security_groups, bound))
+    for workload in model.workloads:
+        if workload.inference and workload.kv is not None:
+            when = workload.serving.when if workload.serving else None
+            out.append(KvUser(workload, workload.kv, None, several(model, workload), when))
     return out
 
 
@@ -101,15 +114,27 @@ def _service_groups(model: Model, service: Service) -> Any:
 def kv_of(resource: Resource) -> KvSharing | None:
     if isinstance(resource, (Fleet, EngineHost)):
         return resource.launch.kv
-    if isinstance(resource, Service):
+    if isinstance(resource, (Service, Workload)):
         return resource.kv
     return None
 
 
 def target_group_shares(model: Model, tg: TargetGroup) -> tuple[Any, Resource | None]:
     """(True / False / Unresolved, the compute that shares): every Auto Scaling group, ECS
-    service and EC2 instance registering in ``tg`` shares KV through a remote backend."""
-    compute: list[Resource] = [*model.fleets_for(tg), *model.services_for(tg), *model.instances_for(tg)]
+    service, EC2 instance and Kubernetes workload registering in ``tg`` shares KV through a
+    remote backend."""
+    compute: list[Resource] = [
+        *model.fleets_for(tg),
+        *model.services_for(tg),
+        *model.instances_for(tg),
+        *model.workloads_for(tg),
+    ]
+    return all_share(compute)
+
+
+def all_share(compute: list[Resource]) -> tuple[Any, Resource | None]:
+    """(True / False / Unresolved, the first of them): every one of ``compute`` shares KV through
+    a remote backend (an empty list does not)."""
     if not compute:
         return False, None
     unknown: Any = None

@@ -559,6 +559,10 @@ class Workload(Resource):
     #: (initialDelaySeconds + periodSeconds x failureThreshold); None when no livenessProbe or a
     #: startupProbe guards the start.
     liveness_deadline: Any = None
+    #: An LMCache connector in a container's command or args, with the remote backend its env,
+    #: the ConfigMaps and Secrets among the inputs, or a mounted LMCache configuration give
+    #: (sources/k8s/lmcache.py); None when no container starts one.
+    kv: KvSharing | None = None
     target_group_ids: list[Any] = field(default_factory=list)
     router_ids: list[Any] = field(default_factory=list)  # routers that send it requests
     serving: Serving | None = None  # filled by serving.classify(): judged as an inference fleet

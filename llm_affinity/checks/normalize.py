@@ -445,12 +445,14 @@ def render(value: Any) -> str:
     return launch_text.HOLE
 
 
-def kv_sharing(*texts: Any, hidden: str | None = None) -> KvSharing | None:
+def kv_sharing(*texts: Any, hidden: str | None = None, lmcache_config: str | None = None) -> KvSharing | None:
     """Whether the launch configuration in ``texts`` (resolved values: user data, a container's
     command, environment lines) shares KV through LMCache, with typed values: the one
     definition (:func:`..common.definitions.lmcache_in`) read, holes made Unresolved, and the
-    template resource a host refers to named in ``store_ref``."""
-    use = lmcache_in(*(render(t) for t in texts if t is not None and t is not ABSENT), hidden=hidden)
+    template resource a host refers to named in ``store_ref``. ``lmcache_config``: the LMCache
+    configuration file's text, when the source read it (see ``lmcache_in``)."""
+    texts = tuple(render(t) for t in texts if t is not None and t is not ABSENT)
+    use = lmcache_in(*texts, hidden=hidden, lmcache_config=lmcache_config)
     if use is None:
         return None
     if use.remote is None:

@@ -462,7 +462,7 @@ def environment_lines(pairs: Any) -> str | None:
     return "\n".join(lines) or None
 
 
-def lmcache_in(*texts: Any, hidden: str | None = None) -> LmCacheUse | None:
+def lmcache_in(*texts: Any, hidden: str | None = None, lmcache_config: str | None = None) -> LmCacheUse | None:
     """Whether ``texts`` (user data, a container's command and entry point, its environment as
     ``NAME=value`` lines, a Kubernetes container's args and env, an LMCache YAML file) start vLLM
     with an LMCache connector, and with which remote backend: the ``--kv-transfer-config`` JSON
@@ -475,7 +475,12 @@ def lmcache_in(*texts: Any, hidden: str | None = None) -> LmCacheUse | None:
     parameter) or :func:`..launch_text.reference` (another resource's attribute). ``hidden``
     says where more environment may come from that the texts do not show (an ECS
     ``environmentFiles`` entry): with it, a remote URL not found is unknown, not absent.
+    ``lmcache_config`` is the text of the LMCache configuration file ``LMCACHE_CONFIG_FILE``
+    names, when the source could read it (a Kubernetes ConfigMap mounted at that path): the file
+    is then shown, and a ``remote_url`` it does not hold is absent, not unknown.
     None when no LMCache connector is started."""
+    shown = isinstance(lmcache_config, str)
+    texts = (*texts, lmcache_config) if shown else texts
     text = "\n".join(lt.bounded(t) for t in texts if isinstance(t, str) and t)
     if "kv" not in text.lower():
         return None
@@ -488,7 +493,7 @@ def lmcache_in(*texts: Any, hidden: str | None = None) -> LmCacheUse | None:
     env = lt.Assignments(text)
     if name == "LMCacheMPConnector":
         return _mp_remote(name, extra, text, env)
-    raw, source = _remote_url_text(extra, text, env)
+    raw, source = _remote_url_text(extra, text, env, shown)
     if raw is None:
         if source:
             return LmCacheUse(name, unknown=source)
@@ -528,9 +533,10 @@ def _lmcache_connector(text: str) -> dict | None:
     return None
 
 
-def _remote_url_text(extra: dict, text: str, env: lt.Assignments) -> tuple[str | None, str | None]:
+def _remote_url_text(extra: dict, text: str, env: lt.Assignments, shown: bool) -> tuple[str | None, str | None]:
     """(the remote URL as written, where it was read); (None, why) when a configuration file
-    the text does not show may hold it; (None, None) when there is none."""
+    the text does not show may hold it; (None, None) when there is none. ``shown``: the
+    source read the configuration file and put it in ``text``."""
     value = extra.get("lmcache.remote_url")
     if isinstance(value, str) and value.strip():
         return lt.expand(value, env), "lmcache.remote_url in --kv-transfer-config"
@@ -541,7 +547,7 @@ def _remote_url_text(extra: dict, text: str, env: lt.Assignments) -> tuple[str |
     if yaml is not None:
         return lt.expand(yaml, env), "remote_url in the LMCache configuration"
     config_file = env.get(LMCACHE_CONFIG_FILE_ENV)
-    if config_file is not None and lt.yaml_value(text, "chunk_size") is None:
+    if config_file is not None and not shown and lt.yaml_value(text, "chunk_size") is None:
         shown = lt.display(config_file) or "a file"
         return None, f"{LMCACHE_CONFIG_FILE_ENV} names {shown}, which the launch configuration does not show"
     return None, None

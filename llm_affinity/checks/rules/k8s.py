@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ...common.definitions import PRODUCTION_STACK_ROUTER as PRODUCTION_STACK
+from ..kvshare import all_share
 from ..model import Model, Router, TargetGroup, Workload
 from ..replicas import single
 from .base import Hit, Result, Unknown, rule
@@ -155,7 +156,9 @@ def _caching_engines(model: Model, router: Router) -> list[Workload]:
     "a session to the next engine, whose prefix cache does not hold the conversation, so every turn recomputes it. "
     "--routing-logic session pins a session to an engine by a consistent hash of --session-key (a header, or a key "
     "of the JSON body, the clients send); without --session-key the router refuses to start ('Session key must be "
-    "provided when using session routing logic').",
+    "provided when using session routing logic'). Round robin over engines that all share KV through LMCache's "
+    "remote backend does not lose the prefix: KV004 says what it costs instead (unknown when the remote backend "
+    "cannot be known).",
     remediation="Route on a session: --routing-logic session --session-key <a header every client sends>, or "
     "prefixaware / kvaware.",
     kubernetes_remediation="Router args --routing-logic session --session-key x-user-id (a header every client "
@@ -172,13 +175,19 @@ def k8s003(model: Model) -> Iterator[Result]:
         engines = _caching_engines(model, router)
         if router.engine_ids and not engines and not router.engines_elsewhere:
             continue  # every engine it reaches has prefix caching off, or none serves an LLM
-        count, group = _largest_model_group(engines, router)
+        # round robin over engines that share KV through a remote backend loses nothing (KV004)
+        skip = _shares_kv if logic == "roundrobin" else None
+        count, group = _largest_model_group(engines, router, skip)
         if unresolved(count):
             yield Unknown(
                 router, "engines (replicas, or --k8s-label-selector / --static-backends not among the inputs)"
             )
             continue
         if count <= 1:
+            continue
+        shares = all_share(list(group))[0] if logic == "roundrobin" and group else False
+        if unresolved(shares):
+            yield Unknown(router, f"LMCache remote backend: {shares.why}")
             continue
         names = ", ".join(dict.fromkeys(f"{w.kind} {w.namespace}/{w.name}" for w in group)) or "--static-backends"
         if logic is None:
@@ -197,20 +206,33 @@ def k8s003(model: Model) -> Iterator[Result]:
             )
 
 
-def _largest_model_group(engines: list[Workload], router: Router) -> tuple[Any, list[Workload]]:
-    """(pods, workloads) of the largest set of engines serving one model: the router sends a
-    request only to engines serving the model it asks for, so two models on one pod each lose
-    nothing. Engines whose model is not written count alone; engines named by
-    ``--static-backends`` and not among the inputs count as one model group, one pod each."""
+def _shares_kv(group: list[Workload]) -> bool:
+    """Every engine of a model group shares KV through LMCache's remote backend (known)."""
+    return all_share(list(group))[0] is True
+
+
+def _model_groups(engines: list[Workload]) -> list[list[Workload]]:
+    """Engines by the model they serve (one whose model is not written is a group alone)."""
     groups: dict[Any, list[Workload]] = {}
     for engine in engines:
         groups.setdefault(engine.model_name or ("workload", engine.id), []).append(engine)
+    return list(groups.values())
+
+
+def _largest_model_group(engines: list[Workload], router: Router, skip: Any = None) -> tuple[Any, list[Workload]]:
+    """(pods, workloads) of the largest set of engines serving one model: the router sends a
+    request only to engines serving the model it asks for, so two models on one pod each lose
+    nothing. Engines whose model is not written count alone; engines named by
+    ``--static-backends`` and not among the inputs count as one model group, one pod each.
+    ``skip(group)`` true leaves a group out (engines that share KV: KV004 judges them)."""
     elsewhere = router.engines_elsewhere
     if unresolved(elsewhere) and not engines:
         return elsewhere, []
     best: Any = elsewhere if isinstance(elsewhere, int) else 0
     chosen: list[Workload] = []
-    for group in groups.values():
+    for group in _model_groups(engines):
+        if skip is not None and skip(group):
+            continue
         total = 0
         for engine in group:
             bound = engine.max_replicas
@@ -220,6 +242,22 @@ def _largest_model_group(engines: list[Workload], router: Router) -> tuple[Any, 
         if total > best:
             best, chosen = total, group
     return best, chosen
+
+
+def shared_kv_group(model: Model, router: Router) -> tuple[int, list[Workload]] | None:
+    """(pods, engines) of the largest model group of more than one pod that a production-stack
+    router with --routing-logic roundrobin spreads sessions over while every engine of it shares
+    KV through LMCache's remote backend (K8S003 leaves it to KV004); None when there is none."""
+    if router.product != PRODUCTION_STACK or router.routing_logic != "roundrobin":
+        return None
+    found: tuple[int, list[Workload]] | None = None
+    for group in _model_groups(_caching_engines(model, router)):
+        bounds = [engine.max_replicas for engine in group]
+        if not all(isinstance(b, int) and not isinstance(b, bool) for b in bounds) or not _shares_kv(group):
+            continue
+        if sum(bounds) > 1 and (found is None or sum(bounds) > found[0]):
+            found = (sum(bounds), group)
+    return found
 
 
 def _waits(workload: Workload) -> bool:

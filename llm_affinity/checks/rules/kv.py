@@ -4,17 +4,25 @@ What "this fleet shares KV through LMCache" means is defined once
 (:func:`...common.definitions.lmcache_in`, typed by :func:`..normalize.kv_sharing`); which
 compute runs it, which store it points to and whether its security groups reach it is
 :mod:`..kvshare`. A fleet that shares KV through a remote backend is not FLEET001's failure
-(turns scattered across instances lose the prefix): KV004 says what it costs instead."""
+(turns scattered across instances lose the prefix), nor K8S003's behind a round-robin router:
+KV004 says what it costs instead.
+
+On Kubernetes the compute is a workload (its pods: spec.replicas, an autoscaler's maxReplicas),
+its remote URL what its container's env, the ConfigMaps and Secrets among the inputs and a
+mounted LMCache configuration give (:mod:`..sources.k8s.lmcache`); messages name the objects
+and fixes speak Kubernetes. KV003 does not judge pods: they carry no security groups here."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..kvshare import KvUser, kv_of, kv_users, reachability, store_for, target_group_shares
 from ..model import KvRemote, KvStore, Model, Unresolved
 from ..replicas import several
 from .base import Hit, Result, Unknown, rule
-from .common import DOCS_ALB_STICKY, spreading_target_groups, unresolved, when
+from .common import DOCS_ALB_STICKY, is_kube, name, set_in, spreading_target_groups, unresolved, when
+from .fleet import REPLICAS
+from .k8s import shared_kv_group
 
 DOCS_LMCACHE_REMOTE = "https://docs.lmcache.ai/kv_cache/storage_backends/redis.html"
 DOCS_EC_TRANSIT = "https://docs.aws.amazon.com/AmazonElastiCache/latest/dg/in-transit-encryption.html"
@@ -44,9 +52,18 @@ def _remote(user: KvUser) -> KvRemote | None:
     "adapter), a restarted or replaced instance starts cold and a turn routed to another instance "
     "recomputes its prefix: the shared-KV row buys nothing. Silent where one replica at most can "
     "exist; unknown where the remote URL comes from a secret, a parameter or a file the launch "
-    "configuration does not show.",
+    "configuration does not show. On Kubernetes: a Deployment, StatefulSet or LeaderWorkerSet whose "
+    "vLLM container starts the connector, with more than one pod possible (spec.replicas, or an "
+    "autoscaler's maxReplicas); its env is read (valueFrom a ConfigMap or Secret among the inputs "
+    "too; any other valueFrom is unknown), and so is the LMCache configuration file "
+    "LMCACHE_CONFIG_FILE names when a ConfigMap among the inputs mounts it.",
     remediation="Give LMCache a shared remote backend (an ElastiCache for Valkey replication group with "
     "rediss://, VllmFleet(kv_cache=LmCache())), or route sessions with stickiness instead.",
+    kubernetes_remediation="Set LMCACHE_REMOTE_URL in the vLLM container's env to a store every pod reaches, "
+    "e.g. rediss://:$(KV_TOKEN)@<ElastiCache for Valkey primary endpoint>:6379 with KV_TOKEN from "
+    "valueFrom.secretKeyRef (or remote_url in the LMCache configuration file a ConfigMap mounts); or keep each "
+    "session on one pod (alb.ingress.kubernetes.io/target-group-attributes: stickiness.enabled=true with "
+    "target-type ip; production-stack: --routing-logic session --session-key <header>).",
     docs=DOCS_LMCACHE_REMOTE,
 )
 def kv001(model: Model) -> Iterator[Result]:
@@ -60,18 +77,20 @@ def kv001(model: Model) -> Iterator[Result]:
             yield Unknown(user.resource, f"LMCache remote backend: {shares.why}")
             continue
         if user.several is None:
-            yield Unknown(user.resource, INSTANCES)
+            yield Unknown(user.resource, REPLICAS if user.pods else INSTANCES)
             continue
         remote = _remote(user)
-        rid, connector = user.resource.id, user.kv.connector
+        rid, connector = name(user.resource), user.kv.connector
+        unit = "pod" if user.pods else "instance"
         if remote is None:
             where = f"no remote backend ({user.kv.local})"
         else:
-            where = f"a remote backend on the instance itself ({remote.url}, from {remote.source})"
+            where = f"a remote backend on the {unit} itself ({remote.url}, from {remote.source})"
+        bound = f"it can run up to {user.resource.max_replicas} pods" if user.pods else "it can hold several instances"
         yield Hit(
             user.resource,
-            f"{rid} runs vLLM with {connector} and {where}: it can hold several instances, and a restart, "
-            "a scale-in or a turn routed to another instance loses the session's KV",
+            f"{rid} runs vLLM with {connector} and {where}: {bound}, and a restart, "
+            f"a scale-in or a turn routed to another {unit} loses the session's KV",
             user.when,
         )
 
@@ -120,7 +139,7 @@ def _client_problems(user: KvUser, remote: KvRemote, check_credentials: bool) ->
         limits = f" ({remote.limits})" if remote.limits and remote.tls is False else ""
         yield Hit(
             user.resource,
-            f"{user.resource.id} sends KV to its shared store {remote.url} (from {remote.source}) "
+            f"{name(user.resource)} sends KV to its shared store {remote.url} (from {remote.source}) "
             + " and ".join(problems)
             + limits,
             user.when,
@@ -141,11 +160,20 @@ def _client_problems(user: KvUser, remote: KvRemote, check_credentials: bool) ->
     "when the template or account holds it: TransitEncryptionEnabled, and an AUTH token or an RBAC "
     "user group (UserGroupIds; a serverless cache's UserGroupId). For a store outside the template, "
     "a URL without credentials means an unauthenticated store. rediss:// to a replication group "
-    "with TransitEncryptionEnabled and an AuthToken passes.",
+    "with TransitEncryptionEnabled and an AuthToken passes. On Kubernetes the store is never among "
+    "the inputs (a Redis or an LMCache server in the cluster is reached through a Service whose "
+    "settings are not read; an ElastiCache endpoint is outside the manifests): the connection alone is "
+    "judged, as the scheme allows — lm:// (production-stack's cacheserverSpec) can do neither TLS nor "
+    "auth, redis:// is plain, rediss:// with credentials in the URL (a $(VAR) from a Secret counts) "
+    "passes; whether the store itself requires TLS and auth cannot be known from the manifests.",
     remediation="Use rediss:// (or valkey:// with tls_enable) to an ElastiCache store with "
     "TransitEncryptionEnabled: true and an AuthToken read from Secrets Manager on the host "
     "(VllmFleet(kv_cache=LmCache()) builds exactly this); an lm:// server cannot be secured: "
     "replace it.",
+    kubernetes_remediation="Point LMCACHE_REMOTE_URL at a store that does TLS and AUTH: "
+    "rediss://:$(KV_TOKEN)@<ElastiCache for Valkey primary endpoint>:6379 with KV_TOKEN from "
+    "valueFrom.secretKeyRef (TransitEncryptionEnabled and an AuthToken on the store); an lm:// LMCache server "
+    "(production-stack cacheserverSpec) cannot be secured: replace it.",
     docs=DOCS_EC_TRANSIT,
 )
 def kv002(model: Model) -> Iterator[Result]:
@@ -177,13 +205,17 @@ def kv002(model: Model) -> Iterator[Result]:
     "times out: the fleet pays LMCache's overhead and shares nothing. Judged on the template's "
     "security group references (inline rules and SecurityGroupIngress/Egress resources) and, in "
     "an audit, on the live rules; unknown where a group is outside the template or the VPC's "
-    "default group is used.",
+    "default group is used. Not judged on Kubernetes: pods carry no security groups in the "
+    "manifests read here (security groups for pods and NetworkPolicies are out of scope), so a "
+    "workload gets neither a finding nor an unknown from KV003.",
     remediation="Add an ingress rule to the store's security group: TCP on the store's port (6379) "
     "from the fleet's instance (or task) security group; let the fleet's group out to it.",
     docs=DOCS_EC_ACCESS,
 )
 def kv003(model: Model) -> Iterator[Result]:
     for user in kv_users(model):
+        if user.pods:
+            continue  # Kubernetes pods: no security groups here (NetworkPolicies are out of scope)
         remote = _remote(user)
         if remote is None or remote.shared is False or not remote.in_vpc:
             continue
@@ -219,9 +251,18 @@ def kv003(model: Model) -> Iterator[Result]:
     "on it. The trade-off remains: a turn that lands on another instance loads its prefix from the "
     "store (a lookup and a transfer over the network, bounded by the store's bandwidth) instead of "
     "hitting the GPU cache of the instance that served the previous turn; stickiness in front "
-    "keeps local hits and still uses the store after restarts and scale-in.",
+    "keeps local hits and still uses the store after restarts and scale-in. On Kubernetes: an "
+    "Ingress's (or NLB Service's) target group in front of pods that all share KV, and a "
+    "production-stack router with --routing-logic roundrobin over such engines (K8S003 does not "
+    "fire there).",
     remediation="Nothing to fix if restarts and scale-in are frequent (the shared-KV row); otherwise "
     "add stickiness (lb_cookie / app_cookie) in front of the same fleet to get local hits first.",
+    kubernetes_remediation="Nothing to fix if restarts and scale-in are frequent; otherwise keep sessions on one "
+    "pod: alb.ingress.kubernetes.io/target-group-attributes: stickiness.enabled=true,"
+    "stickiness.lb_cookie.duration_seconds=86400 with alb.ingress.kubernetes.io/target-type: ip (NLB Service: "
+    "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes: stickiness.enabled=true,"
+    "stickiness.type=source_ip), or the router's --routing-logic session --session-key <header> "
+    "(chart: routerSpec.routingLogic: session, routerSpec.sessionKey).",
     docs=DOCS_ALB_STICKY,
 )
 def kv004(model: Model) -> Iterator[Result]:
@@ -232,9 +273,16 @@ def kv004(model: Model) -> Iterator[Result]:
         shares, compute = target_group_shares(model, tg)
         if shares is not True or compute is None:
             continue
-        kv = kv_of(compute)
-        remote = kv.remote if kv is not None else None
-        url = f" ({remote.url})" if isinstance(remote, KvRemote) else ""
+        url = _url(compute)
+        if is_kube(tg):
+            yield Hit(
+                tg,
+                f"inference target group {name(tg)} has no stickiness{set_in(tg)} and its pods ({name(compute)}) "
+                f"share KV through LMCache's remote backend{url}: a turn that lands on another pod loads its prefix "
+                "from the store instead of a local GPU hit",
+                when(tg),
+            )
+            continue
         yield Hit(
             tg,
             f"inference target group {tg.id} has no stickiness and its fleet {compute.id} shares KV through "
@@ -242,3 +290,21 @@ def kv004(model: Model) -> Iterator[Result]:
             "store instead of a local GPU hit",
             when(tg),
         )
+    for router in model.routers:
+        found = shared_kv_group(model, router)
+        if found is None:
+            continue
+        pods, engines = found
+        names = ", ".join(dict.fromkeys(name(e) for e in engines))
+        yield Hit(
+            router,
+            f"{name(router)} routes with --routing-logic roundrobin over {pods} engine pods ({names}) that share KV "
+            f"through LMCache's remote backend{_url(engines[0])}: a turn that lands on another engine loads its "
+            "prefix from the store instead of a local GPU hit",
+        )
+
+
+def _url(compute: Any) -> str:
+    kv = kv_of(compute)
+    remote = kv.remote if kv is not None else None
+    return f" ({remote.url})" if isinstance(remote, KvRemote) else ""

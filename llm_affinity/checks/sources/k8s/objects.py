@@ -27,6 +27,8 @@ GROUPS = {
     "TargetGroupBinding": ("elbv2.k8s.aws",),
     "InferencePool": ("inference.networking.k8s.io", "inference.networking.x-k8s.io"),
     "PrometheusRule": ("monitoring.coreos.com",),
+    "ConfigMap": ("",),  # read only for LMCache's settings (env, envFrom, a mounted configuration)
+    "Secret": ("",),
 }
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "LeaderWorkerSet")
 

@@ -15,6 +15,7 @@ from ....common.definitions import K8S_ANNOTATION_TAGS, inference_server_name, i
 from ... import normalize as N
 from ...model import Unresolved, Workload
 from ..manifests import KubeObject, string_map
+from .lmcache import workload_kv
 from .objects import Catalog, common
 
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
@@ -238,6 +239,7 @@ def build_workload(obj: KubeObject, cat: Catalog) -> Workload:
         pre_stop_seconds=seconds,
         readiness=bool(main and isinstance(main.get("readinessProbe"), dict)),
         liveness_deadline=liveness_deadline(main),
+        kv=workload_kv(obj, templates, cat),
     )
 
 
