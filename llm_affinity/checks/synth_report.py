@@ -166,13 +166,13 @@ def read_assembly(folder: str | Path) -> list[StackResult]:
                 ).append(ack)
         if plugin_name == OUR_PLUGIN:
             for template_name, counts in (plugin.get("metadata") or {}).items():
-                stack = next((r for r in results.values() if r.template == template_name), None)
+                found = next((r for r in results.values() if r.template == template_name), None)
                 try:
                     parsed = json.loads(counts)
                 except (TypeError, ValueError):
                     continue
-                if stack is not None and isinstance(parsed, dict):
-                    stack.ours_unknown = int(parsed.get("unknown", 0))
+                if found is not None and isinstance(parsed, dict):
+                    found.ours_unknown = int(parsed.get("unknown", 0))
     return list(results.values())
 
 

@@ -41,7 +41,7 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+    def error(self, message: str) -> "NoReturn":
         command = self.prog[len(PROG) :].strip() if self.prog.startswith(PROG) else self.prog
         where = f"{command}: " if command else ""
         raise UsageError(f"{where}{message} (see `{self.prog} --help`)")

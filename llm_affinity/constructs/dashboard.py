@@ -10,7 +10,7 @@ Fleet-wide statistics come from the `Fleet` dimension: every instance publishes 
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Union, cast
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
@@ -209,7 +209,9 @@ class AffinityDashboard(Construct):
                 unhealthy = tg.metrics.unhealthy_host_count(period=period, statistic="Maximum")
                 per_target.append(tg.metrics.request_count_per_target(period=period))
             else:
-                unhealthy = tg.metrics.un_healthy_host_count(period=period, statistic="Maximum")
+                unhealthy = cast(elbv2.NetworkTargetGroup, tg).metrics.un_healthy_host_count(
+                    period=period, statistic="Maximum"
+                )
             self.alarms.append(
                 self._alarm(
                     f"UnhealthyTargets{i}",

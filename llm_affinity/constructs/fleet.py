@@ -11,7 +11,7 @@ TERMINATING lifecycle hook). Access is SSM only: no key pair, no public IP, IMDS
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
+from typing import Sequence, cast
 
 import jsii
 from aws_cdk import Annotations, Duration, IResolveContext, IStringProducer, Lazy, Names, RemovalPolicy, Stack, Tags
@@ -332,7 +332,7 @@ class VllmFleet(Construct):
         for group, what in ((self.log_group, "engine-metrics"), (self.access_log_group, "proxy access")):
             acknowledge_nag(
                 self.role,
-                f"AwsSolutions-IAM5[Resource::<{Stack.of(self).get_logical_id(group.node.default_child)}.Arn>:*]",
+                f"AwsSolutions-IAM5[Resource::<{Stack.of(self).get_logical_id(cast(logs.CfnLogGroup, group.node.default_child))}.Arn>:*]",
                 f"log streams of this fleet's own {what} log group only",
             )
         acknowledge_nag(

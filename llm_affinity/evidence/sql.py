@@ -32,7 +32,7 @@ returning ``''`` (DuckDB) or ``NULL`` (Trino) when there is nothing (normalised 
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 DUCKDB, ATHENA = "duckdb", "athena"
 DIALECTS = (DUCKDB, ATHENA)
@@ -389,7 +389,7 @@ def alb_report_sql(
 
 
 def rows_to_report(
-    rows: list[Mapping[str, Any]], source: str, *, errors: list[dict[str, str]], stickiness_duration_s: float | None
+    rows: Sequence[Mapping[str, Any]], source: str, *, errors: list[dict[str, str]], stickiness_duration_s: float | None
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """The report dict (:func:`report.assemble`, the one builder) from the report rows, and the
     skipped line counts per file (``skipped`` rows)."""

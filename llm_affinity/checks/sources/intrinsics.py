@@ -186,8 +186,8 @@ class Template:
     # -- scenarios -----------------------------------------------------------------------
 
     def scenarios(
-        self, node: Any, fixed: dict[str, Any] | None = None, limit: int = MAX_SCENARIOS
-    ) -> list[tuple[dict[str, Any], str | None]]:
+        self, node: Any, fixed: dict[Any, Any] | None = None, limit: int = MAX_SCENARIOS
+    ) -> list[tuple[dict[Any, Any], str | None]]:
         """Assignments of the conditions and multi-valued parameters ``node`` depends on
         (at most ``limit``; dimensions that would exceed it are left unresolved)."""
         conditions: list[str] = []
@@ -216,8 +216,8 @@ class Template:
         for combo in itertools.product(*(values for _, values in chosen)):
             assignment = dict(base)
             labels = []
-            for (dim, _), value in zip(chosen, combo, strict=True):
-                kind, _, name = dim.partition(":")
+            for (key, _), value in zip(chosen, combo, strict=True):
+                kind, _, name = key.partition(":")
                 assignment[(kind, name)] = value
                 if kind == "condition":
                     labels.append(f"condition {name} is {'true' if value else 'false'}")

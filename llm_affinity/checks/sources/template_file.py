@@ -502,5 +502,8 @@ def _scalar(value: str, tag: str, style: str | None) -> Any:
     return value  # timestamps, binary and the like stay text
 
 
+_KINDS: dict[type, str] = {dict: "mapping", list: "list", str: "string"}
+
+
 def _kind(value: Any) -> str:
-    return {dict: "mapping", list: "list", str: "string"}.get(type(value), type(value).__name__)
+    return _KINDS.get(type(value), type(value).__name__)

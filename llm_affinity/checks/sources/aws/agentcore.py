@@ -32,14 +32,14 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
             t, tag_exc = {}, exc
         return d, t, tag_exc
 
-    for summary, result, exc in session.fan_out(detail, summaries):
+    for summary, result, error in session.fan_out(detail, summaries):
         arn = (
             f"arn:{session.partition}:bedrock-agentcore:{region}:{session.account or ''}:gateway/{summary['gatewayId']}"
         )
-        if exc is not None:
-            if is_not_found(exc):
+        if error is not None:
+            if is_not_found(error):
                 continue
-            cov.fail(exc, fatal=False, what=f"gateway {summary['gatewayId']} details unread")
+            cov.fail(error, fatal=False, what=f"gateway {summary['gatewayId']} details unread")
             part.gateways.append(B.build_gateway(summary, None, {}, region, arn))
             continue
         d, t, tag_exc = result

@@ -534,6 +534,7 @@ def build_service(
     arn = service["serviceArn"]
     tags = tags_to_dict(service.get("tags"))
     kv = None
+    commands: list[Any]
     if isinstance(task, Unresolved):
         gpu, commands = task, []
     else:

@@ -33,20 +33,20 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
         return part
     cov.read()
     batches: list[tuple[str, list[str]]] = []
-    for cluster, arns, exc in session.fan_out(
+    for cluster, arns, error in session.fan_out(
         lambda cl: session.pages(c, "list_services", "serviceArns", cluster=cl), clusters
     ):
-        if exc is not None:
-            if not is_not_found(exc):
-                cov.fail(exc, fatal=False, what="services of a cluster unread")
+        if error is not None:
+            if not is_not_found(error):
+                cov.fail(error, fatal=False, what="services of a cluster unread")
             continue
         batches += [(cluster, arns[i : i + config.SERVICE_BATCH]) for i in range(0, len(arns), config.SERVICE_BATCH)]
     services: list[dict] = []
-    for batch, result, exc in session.fan_out(
+    for batch, result, error in session.fan_out(
         lambda b: c.describe_services(cluster=b[0], services=b[1], include=["TAGS"])["services"], batches
     ):
-        if exc is not None:
-            cov.fail(exc, fatal=False, what=f"{len(batch[1])} services unread")
+        if error is not None:
+            cov.fail(error, fatal=False, what=f"{len(batch[1])} services unread")
         else:
             services += [x for x in result if x.get("status") != "INACTIVE"]
 
@@ -70,12 +70,12 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
         for i in range(0, len(names), config.PROVIDER_BATCH)
     ]
     tasks: dict[str, Any] = {}
-    for arn, result, exc in session.fan_out(
+    for arn, result, error in session.fan_out(
         lambda a: c.describe_task_definition(taskDefinition=a)["taskDefinition"],
         sorted({x["taskDefinition"] for x in judged if x.get("taskDefinition")}),
     ):
-        if exc is not None:
-            cov.fail(exc, fatal=False, what="task definitions unread")
+        if error is not None:
+            cov.fail(error, fatal=False, what="task definitions unread")
             tasks[arn] = Unresolved("task definition could not be read")
         else:
             tasks[arn] = result

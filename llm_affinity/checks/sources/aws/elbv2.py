@@ -72,10 +72,10 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
         lambda ls: session.pages(c, "describe_rules", "Rules", ListenerArn=ls["ListenerArn"]), alb_listeners
     )
     rules: list[tuple[dict, dict]] = []
-    for ls, result, exc in rule_results:
-        if exc is not None:
-            if not is_not_found(exc):
-                cov.fail(exc, fatal=False, what="listener rules unread")
+    for ls, result, error in rule_results:
+        if error is not None:
+            if not is_not_found(error):
+                cov.fail(error, fatal=False, what="listener rules unread")
             continue
         rules.extend((r, ls) for r in result if not r.get("IsDefault"))
 
@@ -85,11 +85,11 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
     ]
     need += [r["RuleArn"] for r, _ in rules if B.forward_needs_tags(B.forwards_from_actions(r.get("Actions")))]
     more_tags: dict[str, dict] = {}
-    for batch, result, exc in session.fan_out(
+    for batch, result, error in session.fan_out(
         tags_of, [need[i : i + config.TAG_BATCH] for i in range(0, len(need), config.TAG_BATCH)]
     ):
-        if exc is not None:
-            cov.fail(exc, fatal=False, what=f"tags of {len(batch)} listeners/rules unread")
+        if error is not None:
+            cov.fail(error, fatal=False, what=f"tags of {len(batch)} listeners/rules unread")
         else:
             more_tags.update(result)
     tags: dict[str, dict] = {}

@@ -279,26 +279,25 @@ def _resolve_regions(run: _Run, requested: list[str]) -> list[str]:
 def _reader_jobs(run: _Run) -> list[_Job]:
     """One job per region and reader, and a coverage entry per region and service. Readers are
     looked up on their module when the job runs (a test may substitute one)."""
-    audit = run.session
     jobs: list[_Job] = []
     for region in run.regions:
         c = {s: Coverage(region, s) for s in config.SERVICES}
         for s in config.SERVICES:
             run.covs[c[s].key] = c[s]
-        jobs.append(([c["elbv2"]], lambda r=region, c=c: elbv2.read(audit, r, c["elbv2"])))
-        jobs.append(
-            ([c["autoscaling"], c["ec2"]], lambda r=region, c=c: autoscaling.read(audit, r, c["autoscaling"], c["ec2"]))
-        )
-        jobs.append(([c["ecs"]], lambda r=region, c=c: ecs.read(audit, r, c["ecs"])))
-        jobs.append(([c["cloudwatch"]], lambda r=region, c=c: cloudwatch.read(audit, r, c["cloudwatch"])))
-        jobs.append(
-            (
-                [c["bedrock-agentcore-control"]],
-                lambda r=region, c=c: agentcore.read(audit, r, c["bedrock-agentcore-control"]),
-            )
-        )
+        jobs += _region_jobs(run.session, region, c)
     run.phase.covs = run.covs
     return jobs
+
+
+def _region_jobs(audit: AuditSession, region: str, c: dict[str, Coverage]) -> list[_Job]:
+    """The readers of one region (closures over this call's arguments, one set per region)."""
+    return [
+        ([c["elbv2"]], lambda: elbv2.read(audit, region, c["elbv2"])),
+        ([c["autoscaling"], c["ec2"]], lambda: autoscaling.read(audit, region, c["autoscaling"], c["ec2"])),
+        ([c["ecs"]], lambda: ecs.read(audit, region, c["ecs"])),
+        ([c["cloudwatch"]], lambda: cloudwatch.read(audit, region, c["cloudwatch"])),
+        ([c["bedrock-agentcore-control"]], lambda: agentcore.read(audit, region, c["bedrock-agentcore-control"])),
+    ]
 
 
 def _read_services(run: _Run, jobs: list[_Job]) -> list[Part]:
