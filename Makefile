@@ -1,11 +1,15 @@
-# The two commands of the README: `make run` (the main job) and `make test`.
+# The two commands of the README: `make run` (the main job) and `make test`. The others:
+# `make test-fast` (the inner loop), `make lint` (ruff + mypy), `make dist` (sdist + wheel).
 # Each creates its own virtual environment and installs what it needs.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# pytest processes: two by default (README: Tests); `make test JOBS=0` runs in one process
+JOBS   ?= 2
+XDIST  := $(if $(filter-out 0,$(JOBS)),-n $(JOBS))
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: run test venv bench clean
+.PHONY: run test test-fast lint dist venv bench clean
 
 $(BIN)/.installed: pyproject.toml constraints/ci.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,12 +23,27 @@ venv: $(BIN)/.installed
 run: venv
 	@VERBOSE=$(VERBOSE) bash scripts/run.sh
 
-# `make test ARGS='-m "not cdk"'` passes options to pytest (here: skip the slow CDK synths)
+# the whole suite; `make test ARGS='-k audit'` passes options to pytest
 test: venv
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(ARGS)
+
+# the inner loop: no CDK synth, no real nginx, no wheel install, no pre-commit hook build
+test-fast: venv
+	$(BIN)/python -m pytest $(XDIST) -m "not cdk and not nginx and not slow" $(ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# sdist + wheel into dist/, then their metadata and README rendering checked
+dist: venv
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
 
 bench: venv
 	$(BIN)/python bench/lint_vs_cfnlint.py --quick
 
 clean:
-	rm -rf $(VENV) cdk.out .pytest_cache .hypothesis
+	rm -rf $(VENV) cdk.out dist build .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -40,9 +40,15 @@ def _ensure_cdk_importable() -> None:
         if candidate.exists() and Path(sys.prefix).resolve() != venv.resolve() and not os.environ.get(_REEXEC_MARK):
             os.environ[_REEXEC_MARK] = "1"
             os.execv(str(candidate), [str(candidate), str(HERE / "app.py"), *sys.argv[1:]])
+    try:  # the hint spells this checkout as the working directory sees it
+        from llm_affinity.common.install import install_command
+
+        hint = install_command("cdk")
+    except ImportError:  # app.py without its package beside it
+        hint = "pip install -e '.[cdk]'"
     print(
         f"app.py: aws_cdk cannot be imported by {sys.executable}; run `make venv` in {HERE} (the app then "
-        "uses .venv by itself) or `pip install -e '.[cdk]'` into this interpreter",
+        f"uses .venv by itself) or `{hint}` into this interpreter",
         file=sys.stderr,
     )
     sys.exit(1)

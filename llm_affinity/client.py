@@ -43,12 +43,13 @@ from typing import Any, Callable, Iterator
 
 import httpx
 
+from .common.install import install_command
+
 DEFAULT_SESSION_HEADER = "X-Session-Id"
 #: the response header naming the instance that served a request (the fleet's proxy sets it)
 DEFAULT_INSTANCE_HEADER = "X-Served-By"
 #: generations can take minutes; the read timeout must cover a non-streamed answer
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=30.0)
-INSTALL_HINT = 'pip install "llm-affinity[client]"'
 #: a non-streamed JSON answer larger than this is passed through without reading its usage
 MAX_OBSERVED_BODY = 16 * 1024 * 1024
 #: total time of one request, whatever the server does (None: only httpx's per-read timeouts)
@@ -92,7 +93,8 @@ def _openai_module():
     try:
         import openai
     except ImportError as exc:
-        raise MissingDependency(f"the OpenAI Python SDK is not installed; install it with: {INSTALL_HINT}") from exc
+        hint = install_command("client")
+        raise MissingDependency(f"the OpenAI Python SDK is not installed; install it with: {hint}") from exc
     return openai
 
 
@@ -214,7 +216,8 @@ def _env_proxy(url: httpx.URL) -> str | None:
     ``url``, as an httpx client with ``trust_env`` would use it; None for a direct connection."""
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(url.scheme) or proxies.get("all")
-    if not proxy or urllib.request.proxy_bypass_environment(url.host, proxies):
+    # proxy_bypass_environment is public in urllib.request but missing from typeshed's stubs
+    if not proxy or urllib.request.proxy_bypass_environment(url.host, proxies):  # type: ignore[attr-defined]
         return None
     return proxy if "://" in proxy else f"http://{proxy}"
 

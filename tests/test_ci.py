@@ -1,6 +1,7 @@
 """Where CI users expect the linter: the GitHub Actions workflow of docs/ci.md (a real file,
-parsed here, its llm-affinity commands run on a cloud assembly) and the pre-commit hook
-(.pre-commit-hooks.yaml, run with `pre-commit try-repo` against a temporary git repository)."""
+validated against GitHub's workflow schema as SchemaStore publishes it, its llm-affinity
+commands run on a cloud assembly) and the pre-commit hook (.pre-commit-hooks.yaml, run with
+`pre-commit try-repo` against a temporary git repository)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, RULE_FIXTURES, SARIF_SCHEMA
+from conftest import DATA, ROOT, RULE_FIXTURES, SARIF_SCHEMA
 
 WORKFLOW = ROOT / "docs" / "examples" / "github-workflow.yml"
 HOOKS = ROOT / ".pre-commit-hooks.yaml"
 BROKEN = RULE_FIXTURES / "ALB001_fail.yaml"  # one error: stickiness with cross-zone off
 GOOD = RULE_FIXTURES / "ALB001_pass.yaml"
+#: SchemaStore's github-workflow.json (tests/data/README.md; Apache-2.0, NOTICE)
+WORKFLOW_SCHEMA = DATA / "schemastore" / "github-workflow.json"
 
 
 # --- the GitHub Actions workflow -------------------------------------------------------------------
@@ -34,6 +37,51 @@ def _steps() -> list[dict]:
     assert job["runs-on"] == "ubuntu-latest"
     assert job["permissions"] == {"contents": "read", "security-events": "write"}
     return job["steps"]
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """Booleans as YAML 1.2 spells them (true/false only), as GitHub reads a workflow: the key
+    `on` stays the string "on" (PyYAML's YAML 1.1 would read it as True)."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def _schema_errors(workflow: dict) -> list[str]:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(WORKFLOW_SCHEMA.read_text(encoding="utf-8"))
+    validator = jsonschema.Draft7Validator(schema)
+    return sorted(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(workflow))
+
+
+def test_workflow_is_valid_for_githubs_schema():
+    workflow = yaml.load(WORKFLOW.read_text(encoding="utf-8"), Loader=_Yaml12Loader)
+    assert set(workflow) == {"name", "on", "permissions", "jobs"}
+    assert _schema_errors(workflow) == []
+
+
+def test_workflow_schema_rejects_what_github_rejects():
+    """The schema is really applied: a job without runs-on, a step with both uses and run, an
+    unknown permission level each fail."""
+    workflow = yaml.load(WORKFLOW.read_text(encoding="utf-8"), Loader=_Yaml12Loader)
+    (job,) = workflow["jobs"].values()
+    del job["runs-on"]
+    assert _schema_errors(workflow), "a job without runs-on passed"
+    workflow = yaml.load(WORKFLOW.read_text(encoding="utf-8"), Loader=_Yaml12Loader)
+    (job,) = workflow["jobs"].values()
+    job["steps"][0]["run"] = "echo both"  # steps[0] is `uses: actions/checkout@...`
+    assert _schema_errors(workflow), "a step with uses and run passed"
+    workflow = yaml.load(WORKFLOW.read_text(encoding="utf-8"), Loader=_Yaml12Loader)
+    workflow["permissions"] = {"contents": "admin"}
+    assert _schema_errors(workflow) == [
+        "permissions: {'contents': 'admin'} is not valid under any of the given schemas"
+    ]
 
 
 def _commands(step: dict) -> list[str]:

@@ -23,7 +23,10 @@ import pytest
 from llm_affinity.constructs.userdata import ProxySpec, nginx_config
 
 NGINX = shutil.which("nginx") or (shutil.which("nginx", path="/usr/sbin:/usr/local/sbin"))
-pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx is not installed (apt-get install nginx)")
+pytestmark = [
+    pytest.mark.nginx,
+    pytest.mark.skipif(NGINX is None, reason="nginx is not installed (apt-get install nginx)"),
+]
 
 ATTRS = "; Path=/; HttpOnly; SameSite=Lax"
 

@@ -144,6 +144,7 @@ def test_app_cookie_sticks_only_when_the_target_sets_the_cookie(tmp_path):
     assert len(set(served)) == 2  # vLLM sets no cookie: app_cookie stickiness never engages
 
 
+@pytest.mark.nginx
 def test_the_constructs_nginx_sets_the_app_cookie(tmp_path):
     with Lab(tmp_path, instances=2, stickiness="app_cookie", nginx=True) as lab, httpx.Client() as client:
         r = _chat(client, lab, "sess-1")

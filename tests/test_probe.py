@@ -444,6 +444,7 @@ def test_chart_and_output_files(tmp_path, capsys):
     assert tuple(json.loads(output.read_text())) == REPORT_KEYS
 
 
+@pytest.mark.nginx
 def test_real_nginx_config_behind_app_cookie_stickiness(tmp_path, capsys):
     """(c): the construct's nginx sets the app cookie from the session header; the ALB's
     app_cookie stickiness then keeps every session on its instance."""

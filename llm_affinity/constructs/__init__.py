@@ -35,13 +35,26 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
+#: the cdk extra's top-level modules: a missing one gets the install hint
+_CDK_MODULES = {"aws_cdk", "constructs", "cdk_nag", "jsii"}
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    try:
+        value = getattr(importlib.import_module(module, __name__), name)
+    except ModuleNotFoundError as exc:
+        if exc.name not in _CDK_MODULES:
+            raise
+        from ..common.install import install_command
+
+        raise ModuleNotFoundError(
+            f"llm_affinity.constructs.{name} needs the cdk extra ({exc.name} is not installed): "
+            f"{install_command('cdk')}",
+            name=exc.name,
+        ) from exc
     globals()[name] = value  # once loaded, a plain attribute
     return value
 

@@ -19,7 +19,11 @@ class ChartUnavailable(RuntimeError):
     """matplotlib is not installed: the message names the extra to install."""
 
 
-INSTALL_HINT = '--chart needs matplotlib: pip install "llm-affinity[chart]"'
+def _missing() -> ChartUnavailable:
+    """The error naming the command that adds the extra for the way this copy was installed."""
+    from ..common.install import install_command
+
+    return ChartUnavailable(f"--chart needs matplotlib: {install_command('chart')}")
 
 
 def check_available() -> None:
@@ -28,7 +32,7 @@ def check_available() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise ChartUnavailable(INSTALL_HINT) from None
+        raise _missing() from None
 
 
 @contextmanager
@@ -49,7 +53,7 @@ def _pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ChartUnavailable(INSTALL_HINT) from None
+        raise _missing() from None
     return plt
 
 
