@@ -62,8 +62,23 @@ def _schema_errors(workflow: dict) -> list[str]:
 
 def test_workflow_is_valid_for_githubs_schema():
     workflow = yaml.load(WORKFLOW.read_text(encoding="utf-8"), Loader=_Yaml12Loader)
-    assert set(workflow) == {"name", "on", "permissions", "jobs"}
+    assert set(workflow) == {"name", "on", "permissions", "env", "jobs"}
     assert _schema_errors(workflow) == []
+
+
+def test_workflow_installs_a_pinned_ref_from_git():
+    """No package index hosts llm-affinity: the workflow installs the repository at a release
+    tag of CHANGELOG.md or a full commit SHA, with the cdk extra."""
+    from llm_affinity.common.install import REPOSITORY
+
+    workflow = yaml.load(WORKFLOW.read_text(encoding="utf-8"), Loader=_Yaml12Loader)
+    ref = workflow["env"]["LLM_AFFINITY_REF"]
+    releases = re.findall(r"^## (\d+\.\d+\.\d+) — ", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    assert ref in {f"v{v}" for v in releases} or re.fullmatch(r"[0-9a-f]{40}", ref), ref
+    install = next(s["run"] for s in _steps() if "pip install" in s.get("run", ""))
+    argv = shlex.split(install.replace("\\\n", " "))
+    assert argv[:5] == ["python", "-m", "pip", "install", "-r"], argv
+    assert f"llm-affinity[cdk] @ git+{REPOSITORY}@${{LLM_AFFINITY_REF}}" in argv, argv
 
 
 def test_workflow_schema_rejects_what_github_rejects():

@@ -462,3 +462,37 @@ def test_git_url_install_at_a_commit(tmp_path):
     )
     out = _run([python, "-c", code], cwd=tmp_path)
     assert out.stdout == f"{VERSION}\npip install 'llm-affinity[client] @ git+{repo.as_uri()}@{commit}'\n", out.stderr
+
+
+# --- install docs ---------------------------------------------------------------------------------
+
+
+#: `pip install "llm-affinity[client]"` and the like: a requirement only a package index could serve
+FROM_INDEX = re.compile(r"pip install [\"']?llm-affinity(?:\[[\w,.]+\])?[\"']?(?!\s*@)(?=[\s`]|$)", re.M)
+
+
+def test_from_index_pattern():
+    assert FROM_INDEX.findall('pip install "llm-affinity[client]"\n`pip install llm-affinity`') == [
+        'pip install "llm-affinity[client]"',
+        "pip install llm-affinity",
+    ]
+    assert FROM_INDEX.findall('pip install "llm-affinity[cdk] @ git+https://x/y@v1.0.0"\npip install -e ".[cdk]"') == []
+
+
+def test_install_docs_name_refs_and_files_that_exist():
+    """Every release tag the docs pin (`@vX.Y.Z`, `rev: vX.Y.Z`) is a release of CHANGELOG.md;
+    the wheel the README installs is the one `make dist` builds; no doc installs llm-affinity
+    from a package index."""
+    releases = set(re.findall(r"^## (\d+\.\d+\.\d+) — ", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), re.M))
+    docs = [ROOT / "README.md", ROOT / ".pre-commit-hooks.yaml", *sorted((ROOT / "docs").rglob("*.md"))]
+    docs += sorted((ROOT / "docs" / "examples").glob("*.yml"))
+    pinned, from_index = [], []
+    for doc in docs:
+        text = doc.read_text(encoding="utf-8")
+        pinned += [(doc.name, v) for v in re.findall(r"(?:@|rev: |LLM_AFFINITY_REF: )v(\d+\.\d+\.\d+)\b", text)]
+        from_index += [(doc.name, m) for m in FROM_INDEX.findall(text)]
+    assert pinned and all(v in releases for _doc, v in pinned), (pinned, releases)
+    assert from_index == []
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    wheels = re.findall(r"dist/(llm_affinity-[^\s\"'\[]+\.whl)", readme)
+    assert wheels == [f"llm_affinity-{VERSION}-py3-none-any.whl"], wheels
