@@ -6,7 +6,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # pytest processes: two by default (README: Tests); `make test JOBS=0` runs in one process
 JOBS   ?= 2
-XDIST  := $(if $(filter-out 0,$(JOBS)),-n $(JOBS))
+# loadgroup: tests sharing a session-scoped CDK synth stay in one worker (tests/conftest.py)
+XDIST  := $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --dist loadgroup)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: run test test-fast lint dist venv bench clean
@@ -27,9 +28,11 @@ run: venv
 test: venv
 	$(BIN)/python -m pytest $(XDIST) $(ARGS)
 
-# the inner loop: no CDK synth, no real nginx, no wheel install, no pre-commit hook build
+# the inner loop: no CDK synth, no real nginx, no wheel install, no pre-commit hook build, no
+# moto-backed properties; the template properties of tests/test_property.py draw a tenth of
+# their examples (`make test` draws them all)
 test-fast: venv
-	$(BIN)/python -m pytest $(XDIST) -m "not cdk and not nginx and not slow" $(ARGS)
+	LLM_AFFINITY_PROPERTY_SCALE=0.1 $(BIN)/python -m pytest $(XDIST) -m "not cdk and not nginx and not slow" $(ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

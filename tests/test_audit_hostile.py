@@ -254,6 +254,7 @@ def test_never_answering_endpoint_ends_within_the_deadline(silent):
 LISTS_DONE_BY = 8
 
 
+@pytest.mark.slow  # waits out the audit's deadline
 def test_detail_calls_that_hang_leave_a_partial_report(env):
     """Lists answer, attribute calls never do: at the deadline the audit reports the target
     groups with unknown attributes, the other services in full, and names what timed out."""

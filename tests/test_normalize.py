@@ -99,6 +99,7 @@ class _Denying(boto3.session.Session):
         self.events.register("before-call.elastic-load-balancing-v2.DescribeTargetGroupAttributes", deny)
 
 
+@pytest.mark.slow  # moto round trips per example: `make test`, not `make test-fast`
 @settings(
     max_examples=6,
     deadline=None,
@@ -293,6 +294,7 @@ def _no_ids(text: str) -> str:
     return re.sub(r"target EC2 instance \S+: ", "target EC2 instance *: ", text)
 
 
+@pytest.mark.slow  # moto round trips per example: `make test`, not `make test-fast`
 @settings(
     max_examples=8,
     deadline=None,

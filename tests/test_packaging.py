@@ -22,7 +22,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, WHEELHOUSE, run_cli
 
 from llm_affinity.common import install
 from llm_affinity.common.install import Origin, command_for
@@ -30,8 +30,6 @@ from llm_affinity.common.install import Origin, command_for
 PYPROJECT = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 VERSION = re.search(r'^version = "([^"]+)"$', PYPROJECT, re.M).group(1)
 CONSTRAINTS = ROOT / "constraints" / "ci.txt"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llm-affinity-tests"
-WHEELHOUSE = CACHE / "wheelhouse"
 PIP_TIMEOUT = 900
 BUILD_BACKEND = re.search(r'^requires = \["([^"]+)"\]$', PYPROJECT, re.M).group(1)
 
