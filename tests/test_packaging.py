@@ -316,7 +316,13 @@ def dist(tmp_path_factory) -> Path:
 
 
 def _package_files() -> set[str]:
-    proc = subprocess.run(["git", "ls-files", "llm_affinity"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "llm_affinity"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if proc.returncode == 0:
         return set(proc.stdout.split())
     return {
