@@ -18,6 +18,7 @@ import pytest
 from conftest import ROOT
 
 from llm_affinity.cli import main
+from llm_affinity.common.install import install_command
 from llm_affinity.evidence.report import REPORT_KEYS
 
 SESSIONS, TURNS = 3, 2
@@ -179,7 +180,7 @@ def test_chart_needs_matplotlib_before_any_request(capsys, monkeypatch):
         served = list(server.served)
     out, err = capsys.readouterr()
     assert (code, out, served) == (2, "", [])
-    assert err.strip() == 'llm-affinity: --chart needs matplotlib: pip install "llm-affinity[chart]"'
+    assert err.strip() == f"llm-affinity: --chart needs matplotlib: {install_command('chart')}"
 
 
 #: Runs the CLI and, as it exits, writes the process's own peak RSS (``VmHWM``: the high-water

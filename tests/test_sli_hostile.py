@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sli_support import CONNECTION_LOG_LINE, alb_line, ground_truth_lines, write
 
 from llm_affinity.cli import main
+from llm_affinity.common.install import install_command
 from llm_affinity.evidence import athena, sql
 from llm_affinity.evidence.metrics import engine_view, parse_prometheus
 from llm_affinity.evidence.report import REPORT_KEYS, Record, build_report
@@ -666,4 +667,4 @@ def test_chart_needs_matplotlib_before_any_scrape(capsys, monkeypatch):
         code = main(["sli", "--metrics", s.url + "/metrics", "--metrics-interval", "0", "--chart", "c.png"])
     out, err = capsys.readouterr()
     assert (code, out, scraped) == (2, "", [])
-    assert err.strip() == 'llm-affinity: --chart needs matplotlib: pip install "llm-affinity[chart]"'
+    assert err.strip() == f"llm-affinity: --chart needs matplotlib: {install_command('chart')}"

@@ -40,7 +40,7 @@ def _network(construct: str, cidr: Any) -> ipaddress.IPv4Network | ipaddress.IPv
 def world_covered(cidrs: Sequence[Any], construct: str = "allowed_cidrs") -> list[str]:
     """Which of 0.0.0.0/0 and ::/0 the literal CIDRs cover together: ["0.0.0.0/1", "128.0.0.0/1"]
     is all of IPv4 as surely as "0.0.0.0/0". A token CIDR (e.g. the VPC's CIDR) is not judged."""
-    nets = [_network(construct, c) for c in cidrs if not is_unresolved(c)]
+    nets: list[Any] = [_network(construct, c) for c in cidrs if not is_unresolved(c)]
     covered = []
     for world, version in zip(WORLD, (4, 6), strict=True):
         merged = list(ipaddress.collapse_addresses(n for n in nets if n.version == version))

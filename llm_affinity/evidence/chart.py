@@ -10,7 +10,7 @@ chart), p95 solid and p50 dotted; the legend is drawn once, below the panels."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence, cast
 
 from ..common.commands import UsageError
 
@@ -60,7 +60,7 @@ def _pyplot():
 def _colours(names: Sequence[str]) -> dict[str, Any]:
     from matplotlib import colormaps
 
-    palette = colormaps["tab10"].colors
+    palette = cast(Any, colormaps["tab10"]).colors  # tab10 is a ListedColormap
     return {name: palette[i % len(palette)] for i, name in enumerate(names)}
 
 

@@ -179,6 +179,7 @@ def _vllm(first: Mapping, second: Mapping) -> tuple[float | None, str | None, fl
 
 def _sglang(first: Mapping, second: Mapping) -> tuple[float | None, str | None, float | None, float | None]:
     cached, prompt = _delta(first, second, "sglang:cached_tokens"), _delta(first, second, "sglang:prompt_tokens")
+    source: str | None
     if cached is not None and prompt is not None:
         source = "Δ sglang:cached_tokens_total / Δ sglang:prompt_tokens_total"
         rate = _hits_over(cached, prompt, source)

@@ -256,7 +256,7 @@ def clean_copy(src: BinaryIO, dst: IO[str]) -> CleanCopy:
     return out
 
 
-_quote = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_quote = json.encoder.encode_basestring_ascii
 
 
 def _json_line(r: Record) -> str:

@@ -159,7 +159,11 @@ def _shape(data: dict[str, Any], cal: Calibration) -> None:
     ]
     if not turns:
         return
-    put = lambda key, value, where: (cal.shape.__setitem__(key, value), cal.shape_from.__setitem__(key, where))  # noqa: E731
+
+    def put(key: str, value: Any, where: str) -> None:
+        cal.shape[key] = value
+        cal.shape_from[key] = where
+
     if _count(data.get("sessions")) and data["sessions"] > 0:
         put("sessions", data["sessions"], "the report's sessions")
     put("turns", max(e["turn"] for e in turns), "the report's last turn")

@@ -201,7 +201,7 @@ class Simulation:
         u_nat, u_addr, churn_key = a.random(), a.random(), a.getrandbits(64)
         natted = u_nat < wl.clients_behind_nat
         k = wl.nat_addresses
-        st = [0] * S_SIZE
+        st: list[Any] = [0] * S_SIZE
         st[S_TURN] = 1
         st[S_NTURNS] = min(n_turns, self.turn_cap)
         st[S_IP] = int(u_addr * k) if natted else k + (sid << 20)

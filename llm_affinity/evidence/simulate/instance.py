@@ -151,7 +151,7 @@ class Gpu:
         nxt = INF
         if inst.prefill:
             left = inst.head_left
-            chunk = self.budget - b
+            chunk: float = self.budget - b
             if left < chunk:
                 chunk = left if left > 1.0 else 1.0
             step = self.token_s * (b + chunk)

@@ -4,7 +4,7 @@ turn, the interval of every number (with several seeds), full policy names as co
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 WIDTH = 100
 MAX_TURN_ROWS = 20
@@ -97,7 +97,7 @@ def header(result: dict[str, Any]) -> list[str]:
 def summary(result: dict[str, Any], wide: bool) -> list[str]:
     policies = result["policies"]
     tier = _tier(result)
-    cols = [("hit", "hit_rate", pct)]
+    cols: list[tuple[str, str, Callable[[Any], str]]] = [("hit", "hit_rate", pct)]
     if tier:
         cols.append(("shared", "shared_hit_rate", pct))
     cols += [
