@@ -6,8 +6,10 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # pytest processes: two by default (README: Tests); `make test JOBS=0` runs in one process
 JOBS   ?= 2
-# loadgroup: tests sharing a session-scoped CDK synth stay in one worker (tests/conftest.py)
-XDIST  := $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --dist loadgroup)
+# loadfile: a test file runs in one worker, so its module-scoped fixtures (a moto account, a
+# synthesized stack) are built once. (loadgroup's xdist_group marks would do it finer, but with
+# pytest 9 they never reach the scheduler: xdist 3.8 renames item._nodeid, pytest 9 reads _id.)
+XDIST  := $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --dist loadfile)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: run test test-fast lint dist venv bench clean

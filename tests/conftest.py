@@ -80,25 +80,3 @@ def write(tmp_path):
         return str(path)
 
     return _write
-
-
-#: session-scoped fixtures of conftest_cdk: each synthesizes a CDK app (seconds of Node time)
-CDK_SYNTH_FIXTURES = {"reference_synth", "options_synth"}
-
-
-def _module_scoped(item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)
-    defs = getattr(info, "name2fixturedefs", {}) or {}
-    return any(d.scope == "module" for fixturedefs in defs.values() for d in fixturedefs)
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist with ``--dist loadgroup`` (`make test`), tests that share an expensive
-    fixture run in one worker, so it is built once per run instead of once in every worker:
-    the session-scoped CDK synths (one group), and each module's module-scoped fixtures (a moto
-    account, a synthesized stack: one group per module). The other tests spread as usual."""
-    for item in items:
-        if CDK_SYNTH_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("cdk-synth"))
-        elif _module_scoped(item):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
