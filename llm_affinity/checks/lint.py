@@ -92,7 +92,7 @@ def _properties(value: str) -> tuple[str, ...]:
     return (value.split(" ", 1)[0],)  # TargetGroupARNs, Protocol, MinSize, TargetControlPort...
 
 
-def _mark_imports(unknown, missing: dict[str, dict[str, list[str]]]):
+def _mark_imports(unknown, missing: dict[str, dict[str, dict[str, list[str]]]]):
     """Name the exports that none of the inputs provides when the unknown value is read from a
     property that imports them (the reason it is unknown; lint the stack that exports them too
     to decide it)."""

@@ -851,8 +851,8 @@ class _Index:
                 self.tgs_by_lb.setdefault(key, []).append(tg)
         self.variants: dict[tuple[str, Any, Any], int] = {}
         for r in model.all_resources():
-            key = (r.type, *_own_key(r))
-            self.variants[key] = self.variants.get(key, 0) + 1
+            own = (r.type, *_own_key(r))
+            self.variants[own] = self.variants.get(own, 0) + 1
 
 
 def scenario_label(assignment: dict[Any, Any]) -> str | None:

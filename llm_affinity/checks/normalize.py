@@ -577,7 +577,7 @@ def sg_rule(item: Any, inbound: bool) -> SgRule:
         protocol = _PROTOCOLS.get(protocol.strip().lower(), protocol.strip().lower())
     elif isinstance(protocol, Invalid):
         protocol = Unresolved("IpProtocol is not a protocol")
-    ports = [None, None]
+    ports: list[Any] = [None, None]
     if protocol != "-1":
         for n, key in enumerate(("FromPort", "ToPort")):
             raw = item.get(key, ABSENT)

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 from ...common.definitions import K8S_PREFIX, ROLE_OTHER, ROLE_TAG, ROUTER_TAG
 from ..kvshare import target_group_shares
-from ..model import Fleet, Model, Resource, Unresolved, Workload
+from ..model import Fleet, Model, Resource, Service, TargetGroup, Unresolved, Workload
 from ..replicas import several, single
 from .base import Hit, Result, Unknown, rule
 from .common import (
@@ -76,7 +76,8 @@ def fleet001(model: Model) -> Iterator[Result]:
     for resource, value in model.serving_unknowns:
         yield Unknown(resource, value)
     yield from _undecided_fronts(model)
-    for compute in [*model.fleets, *model.services]:  # serves LLM inference into a group we cannot see
+    computes: list[Fleet | Service] = [*model.fleets, *model.services]
+    for compute in computes:  # serves LLM inference into a group we cannot see
         if compute.inference and any(unresolved(t) for t in compute.target_group_ids) and not single(model, compute):
             yield Unknown(compute, "TargetGroupARNs" if isinstance(compute, Fleet) else "LoadBalancers TargetGroupArn")
     for resource, verdict in model.silenced:  # recorded as suppressed (serving.SILENCING_RULE)
@@ -231,14 +232,14 @@ def fleet004(model: Model) -> Iterator[Result]:
             yield Hit(tg, f"sticky inference target group {name(tg)} uses round_robin{set_in(tg)}", when(tg))
 
 
-def _inference_fleets(model: Model) -> list[Resource]:
+def _inference_fleets(model: Model) -> list[Fleet | Workload | TargetGroup]:
     """Fleets to watch where more than one replica can exist: serving Auto Scaling groups and
     Kubernetes workloads, else serving target groups without one."""
-    fleets: list[Resource] = [f for f in model.fleets if f.inference]
+    fleets = [f for f in model.fleets if f.inference]
     workloads = [w for w in model.workloads if w.inference]
     covered = {id(tg) for f in fleets for tg in _groups_of_fleet(model, f)}
     covered |= {id(tg) for w in workloads for tg_id in w.target_group_ids for tg in model.target_groups_by_id(tg_id, w)}
-    out = [f for f in fleets if not single(model, f)]
+    out: list[Fleet | Workload | TargetGroup] = [f for f in fleets if not single(model, f)]
     out += [w for w in workloads if not single(model, w)]
     out += [tg for tg in model.target_groups if tg.inference and id(tg) not in covered and not single(model, tg)]
     return out

@@ -511,7 +511,8 @@ def _fn_join(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
     items = tpl.resolve(items, scenario, depth)
     if not isinstance(delimiter, str) or not isinstance(items, list):
         return UNKNOWN
-    parts, partial, refs = [], False, []
+    refs: list[Any] = []
+    parts, partial = [], False
     for n, item in enumerate(items):
         if n:
             refs += placeholder_refs(delimiter)
