@@ -77,6 +77,7 @@ def seeded(moto_server, monkeypatch):
     _reset(moto_server)
 
 
+@pytest.mark.slow  # seconds of work: `make test`, not `make test-fast`
 def test_cli_audits_a_bad_account(seeded):
     ids = F.seed_bad(endpoint_url=seeded)
     proc = _cli("--endpoint-url", seeded, "--region", "us-east-1", "--format", "json")

@@ -58,6 +58,7 @@ def recorded():
     return seen, result
 
 
+@pytest.mark.slow  # seconds of work: `make test`, not `make test-fast`
 def test_every_call_is_read_only(recorded):
     seen, _ = recorded
     assert seen, "no API call was recorded"
@@ -65,6 +66,7 @@ def test_every_call_is_read_only(recorded):
     assert writes == []
 
 
+@pytest.mark.slow  # seconds of work: `make test`, not `make test-fast`
 def test_policy_lists_exactly_the_actions_used(recorded):
     seen, result = recorded
     used = {f"{aws.IAM_PREFIX[service]}:{op}" for service, op in seen}
@@ -84,6 +86,7 @@ def test_policy_actions_are_read_only():
     assert not any("*" in a for a in actions)
 
 
+@pytest.mark.slow  # seconds of work: `make test`, not `make test-fast`
 def test_all_regions_reads_every_enabled_region(recorded):
     _, result = recorded
     regions = result.coverage["regions"]

@@ -716,6 +716,7 @@ def test_random_mixtures_of_file_kinds(kinds):
 # --- YAML built from events (memory), aliases over the budget --------------------------------
 
 
+@pytest.mark.slow  # seconds of work: `make test`, not `make test-fast`
 def test_ten_megabytes_of_small_yaml_values_stay_under_500_mb(tmp_path):
     """Composed, each YAML node cost ~500 bytes: this file took ~900 MB. Peak RSS of the lint
     process (a measurement of memory, not of time; the time is bench/hostile_inputs.py's)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from lab import Lab
 
 from llm_affinity.cli import main
@@ -14,6 +15,7 @@ from llm_affinity.cli import main
 ENGINE = dict(ttft_base_s=0.010, ttft_per_token_s=0.0005)
 
 
+@pytest.mark.slow  # seconds of work: `make test`, not `make test-fast`
 def test_simulated_ttft_per_turn_matches_the_probe_within_25_percent(tmp_path, capsys):
     report_path = tmp_path / "lab.json"
     with Lab(tmp_path / "lab", instances=3, stickiness=None, **ENGINE) as lab:

@@ -397,6 +397,7 @@ bad_values = st.sampled_from(
         max_size=30,
     )
 )
+@pytest.mark.slow  # seconds of work: `make test`, not `make test-fast`
 def test_random_mixtures_report_the_good_records_exactly(tmp_path, lines):
     """Whatever mixture of good and bad records a file holds, the report is exactly
     build_report of the good records, and every bad one is counted as skipped."""

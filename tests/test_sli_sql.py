@@ -56,6 +56,7 @@ def duckdb_report(tmp_path, records, duration):
         path.unlink()
 
 
+@pytest.mark.slow  # seconds of work: `make test`, not `make test-fast`
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(records=records_strategy, duration=st.one_of(st.none(), st.sampled_from([0.0, 0.5, 30.0])))
 def test_sql_equals_build_report(tmp_path, records, duration):
@@ -164,6 +165,7 @@ parsed_lines_strategy = st.lists(
 )
 
 
+@pytest.mark.slow  # seconds of work: `make test`, not `make test-fast`
 @settings(max_examples=120, deadline=None)
 @given(lines=parsed_lines_strategy, duration=st.one_of(st.none(), st.sampled_from([0.0, 0.5, 30.0])))
 def test_alb_sql_equals_build_report(lines, duration):
