@@ -4,12 +4,16 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# pytest processes: two by default (README: Tests); `make test JOBS=0` runs in one process
-JOBS   ?= 2
+# pytest processes (README: Tests). `make test`: two, one per core (a third made a timing
+# comparison of tests/test_simulate_lab.py miss its bound). `make test-fast`: three, because its
+# many short tests wait on sockets and deadlines, and a third process fills those waits
+# (measured: 87 s against 101 s with two). JOBS=0 / FAST_JOBS=0: one process, no xdist.
+JOBS      ?= 2
+FAST_JOBS ?= 3
 # loadfile: a test file runs in one worker, so its module-scoped fixtures (a moto account, a
 # synthesized stack) are built once. (loadgroup's xdist_group marks would do it finer, but with
 # pytest 9 they never reach the scheduler: xdist 3.8 renames item._nodeid, pytest 9 reads _id.)
-XDIST  := $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --dist loadfile)
+xdist = $(if $(filter-out 0,$(1)),-n $(1) --dist loadfile)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: run test test-fast lint dist venv bench clean
@@ -28,13 +32,13 @@ run: venv
 
 # the whole suite; `make test ARGS='-k audit'` passes options to pytest
 test: venv
-	$(BIN)/python -m pytest $(XDIST) $(ARGS)
+	$(BIN)/python -m pytest $(call xdist,$(JOBS)) $(ARGS)
 
-# the inner loop: no CDK synth, no real nginx, no wheel install, no pre-commit hook build, no
-# moto-backed properties; the template properties of tests/test_property.py draw a tenth of
-# their examples (`make test` draws them all)
+# the inner loop: no CDK synth, no real nginx, nothing marked slow (wheel install, pre-commit
+# hook build, moto-backed properties, large inputs); the template properties of
+# tests/test_property.py draw a tenth of their examples (`make test` draws them all)
 test-fast: venv
-	LLM_AFFINITY_PROPERTY_SCALE=0.1 $(BIN)/python -m pytest $(XDIST) -m "not cdk and not nginx and not slow" $(ARGS)
+	LLM_AFFINITY_PROPERTY_SCALE=0.1 $(BIN)/python -m pytest $(call xdist,$(FAST_JOBS)) -m "not cdk and not nginx and not slow" $(ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -15,7 +15,6 @@ from collections import OrderedDict
 from typing import Any, Iterable
 from xml.etree import ElementTree as ET
 
-from .. import __version__
 from ..common.files import STDIN_NAME
 from ..common.text import escape_match as _escape
 from ..common.text import printable
@@ -35,6 +34,13 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 #: characters XML 1.0 forbids, besides lone surrogates (tab, newline and carriage return are allowed)
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _version() -> str:
+    """The package version, read on first use (reports that carry it; text output does not)."""
+    from .. import __version__
+
+    return __version__
 
 
 def _without_surrogates(value: Any) -> Any:
@@ -71,7 +77,7 @@ def to_json_dict(report: Report) -> dict[str, Any]:
     coverage.update(report.extra_coverage)
     return {
         "tool": TOOL_NAME,
-        "version": __version__,
+        "version": _version(),
         "findings": [f.as_dict() for f in report.findings],
         "suppressed": [f.as_dict() for f in report.suppressed],
         "unknown": [u.as_dict() for u in report.unknown],
@@ -161,7 +167,7 @@ def render_rules_text(rules: Iterable[Rule]) -> str:
 
 def render_rules_json(rules: Iterable[Rule]) -> str:
     return (
-        json.dumps({"tool": TOOL_NAME, "version": __version__, "rules": [r.as_dict() for r in rules]}, indent=2) + "\n"
+        json.dumps({"tool": TOOL_NAME, "version": _version(), "rules": [r.as_dict() for r in rules]}, indent=2) + "\n"
     )
 
 
@@ -356,8 +362,8 @@ def to_sarif_dict(report: Report) -> dict[str, Any]:
     index = {r.id: i for i, r in enumerate(rules)}
     driver = {
         "name": TOOL_NAME,
-        "version": __version__,
-        "semanticVersion": __version__,
+        "version": _version(),
+        "semanticVersion": _version(),
         "informationUri": INFORMATION_URI,
         "rules": [
             {

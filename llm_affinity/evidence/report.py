@@ -29,9 +29,22 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from .. import __version__
-
 TOOL = "llm-affinity"
+
+
+def _version() -> str:
+    """The package version, read on first use: importing importlib.metadata at import time
+    would cost every command's start-up (the CLI imports this module to build its parser)."""
+    from .. import __version__
+
+    return __version__
+
+
+def __getattr__(name: str) -> Any:  # `report.__version__` (the simulator's reports), read lazily
+    if name == "__version__":
+        return _version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Keys of the report, in order (the JSON contract of probe and sli).
 REPORT_KEYS = (
@@ -221,7 +234,7 @@ def assemble(
     ]
     report: dict[str, Any] = {
         "tool": TOOL,
-        "version": __version__,
+        "version": _version(),
         "source": source,
         "sessions": sessions,
         "requests": requests,
