@@ -548,8 +548,8 @@ def _remote_url_text(extra: dict, text: str, env: lt.Assignments, shown: bool) -
         return lt.expand(yaml, env), "remote_url in the LMCache configuration"
     config_file = env.get(LMCACHE_CONFIG_FILE_ENV)
     if config_file is not None and not shown and lt.yaml_value(text, "chunk_size") is None:
-        shown = lt.display(config_file) or "a file"
-        return None, f"{LMCACHE_CONFIG_FILE_ENV} names {shown}, which the launch configuration does not show"
+        named = lt.display(config_file) or "a file"
+        return None, f"{LMCACHE_CONFIG_FILE_ENV} names {named}, which the launch configuration does not show"
     return None, None
 
 

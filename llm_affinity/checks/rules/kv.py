@@ -86,7 +86,11 @@ def kv001(model: Model) -> Iterator[Result]:
             where = f"no remote backend ({user.kv.local})"
         else:
             where = f"a remote backend on the {unit} itself ({remote.url}, from {remote.source})"
-        bound = f"it can run up to {user.resource.max_replicas} pods" if user.pods else "it can hold several instances"
+        bound = (  # pods: the resource is a Kubernetes workload
+            f"it can run up to {user.resource.max_replicas} pods"  # type: ignore[attr-defined]
+            if user.pods
+            else "it can hold several instances"
+        )
         yield Hit(
             user.resource,
             f"{rid} runs vLLM with {connector} and {where}: {bound}, and a restart, "

@@ -130,9 +130,9 @@ def _launch_templates(
         )
 
     versions: dict[tuple[str, int], dict] = {}
-    for (template_id, _numbers), result, exc in session.fan_out(versions_of, sorted(needed.items())):
-        if exc is not None:
-            cov_ec2.fail(exc, fatal=False, what=f"versions of {template_id} unread")
+    for (template_id, _numbers), result, error in session.fan_out(versions_of, sorted(needed.items())):
+        if error is not None:
+            cov_ec2.fail(error, fatal=False, what=f"versions of {template_id} unread")
             continue
         for v in result:
             key = (v["LaunchTemplateId"], v["VersionNumber"])
