@@ -144,3 +144,26 @@ def test_the_measure_counts_signature_docstring_and_body(tmp_path):
     src = tmp_path / "x.py"
     src.write_text('def f(\n    a,\n):\n    """doc"""\n' + "    a += 1\n" * 118 + "    return a\n")
     assert _function_lengths(src) == [("x.py:1 f", 4 + 118 + 1)]
+
+
+def test_the_boot_script_imports_without_aws_cdk():
+    """`llm_affinity.constructs.userdata` is plain text (the probe lab runs its nginx config): it
+    must import with aws_cdk absent, through the lazily loading `llm_affinity.constructs`."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.modules['aws_cdk'] = None  # any import of it now fails\n"
+        "sys.modules['constructs'] = None\n"
+        "from llm_affinity.constructs.userdata import nginx_config\n"
+        "import llm_affinity.constructs as c\n"
+        "assert 'VllmFleet' in dir(c) and callable(nginx_config)\n"
+        "try:\n"
+        "    c.VllmFleet\n"
+        "except ImportError as exc:\n"
+        "    print('needs cdk:', exc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("needs cdk:"), proc.stdout  # the CDK names still need the extra
