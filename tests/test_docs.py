@@ -242,12 +242,12 @@ def test_the_layout_names_every_module_of_the_main_packages():
 
 NUMBER_WORDS = {w: n for n, w in enumerate("one two three four five six seven eight nine ten eleven twelve".split(), 1)}
 #: a count in words or digits
-NUM = "(" + "|".join(["\\d[\\d,]*", *NUMBER_WORDS]) + ")"
+NUM = "(" + "|".join(["\\d[\\d,]*(?:\\.\\d+)?", *NUMBER_WORDS]) + ")"
 RULE_ID = re.compile(r"\b(ALB|NLB|FLEET|KV|K8S|GW|SUP)(\d{3})(?:[–-](?:\1)?(\d{3}))?((?:/\d{3})*)")
 
 
-def _number(text: str) -> int:
-    return NUMBER_WORDS[text.lower()] if text.lower() in NUMBER_WORDS else int(text.replace(",", ""))
+def _number(text: str) -> float:
+    return NUMBER_WORDS[text.lower()] if text.lower() in NUMBER_WORDS else float(text.replace(",", ""))
 
 
 def _reference_stacks() -> list[str]:
@@ -283,12 +283,79 @@ def _claims():
         ("README.md", rf"\({NUM} templates judged by hand", len(manifest["templates"])),
         ("docs/benchmarks.md", rf"corpus, {NUM} public templates", _corpus_templates()),
         ("docs/benchmarks.md", rf"Synth of the reference stacks \({NUM} stacks", stacks),
+        *_limits(),
+    ]
+
+
+def _limits():
+    """The limits and defaults the pages state, from the constants that set them."""
+    from llm_affinity.checks.report import TEXT_UNKNOWN_LIMIT
+    from llm_affinity.checks.rules import DEFAULT_MIN_COOKIE_DURATION
+    from llm_affinity.checks.sources import inputs, intrinsics, manifests, template_file
+    from llm_affinity.checks.sources.aws import config
+
+    builder = template_file._Builder
+    inputs_md, audit_md = "docs/contract-lint-inputs.md", "docs/audit.md"
+    return [
+        ("README.md", rf"the first {NUM} and a count", TEXT_UNKNOWN_LIMIT),
+        ("docs/contract.md", rf"\(the first {NUM}, then", TEXT_UNKNOWN_LIMIT),
+        ("README.md", rf"`--min-cookie-duration` \(default {NUM} s", DEFAULT_MIN_COOKIE_DURATION),
+        ("README.md", rf"of at most {NUM} MB", template_file.MAX_TEMPLATE_BYTES >> 20),
+        (
+            inputs_md,
+            rf"At most \*\*{NUM} MB\*\* per file \(`MAX_TEMPLATE_BYTES`",
+            template_file.MAX_TEMPLATE_BYTES >> 20,
+        ),
+        (inputs_md, rf"Read once, at most {NUM} MB", template_file.MAX_TEMPLATE_BYTES >> 20),
+        (inputs_md, rf"nesting ≤ {NUM} levels", builder.MAX_DEPTH),
+        (inputs_md, rf"aliases are expanded until {NUM} values were built", builder.MAX_EXPANDED_NODES),
+        (inputs_md, rf"At most \*\*{NUM} documents\*\*", manifests.MAX_DOCUMENTS),
+        (inputs_md, rf"whole stream\*\* \({NUM} values\)", manifests.MAX_ALIAS_VALUES),
+        (inputs_md, rf"Stages nest at most {NUM} deep", inputs.MAX_ASSEMBLY_DEPTH),
+        (inputs_md, rf"\| {NUM} Mi characters \(`MAX_TEXT`\)", intrinsics.MAX_TEXT >> 20),
+        (inputs_md, rf"Text built per template \| {NUM} Mi characters", intrinsics.MAX_TEMPLATE_TEXT >> 20),
+        (inputs_md, rf"resolving one resource \| {NUM}", intrinsics.MAX_RESOURCE_WORK),
+        (inputs_md, rf"resources hold, at most {NUM}", intrinsics.MAX_TEMPLATE_WORK),
+        (inputs_md, rf"\| {NUM} \(`MAX_TEMPLATE_EXPANSION`", intrinsics.MAX_TEMPLATE_EXPANSION),
+        (audit_md, rf"at most {NUM} (?:instances )?per region", config.USER_DATA_LIMIT),
+        (audit_md, rf"{NUM} attempts in total", config.MAX_ATTEMPTS),
+        (audit_md, rf"with {NUM} s connect", config.CONNECT_TIMEOUT),
+        (audit_md, rf"and {NUM} s read timeouts", config.READ_TIMEOUT),
+        (audit_md, rf"deadline \(default {NUM}\)", int(config.DEFAULT_TIMEOUT)),
+        (audit_md, rf"one line every {NUM} seconds", int(config.PROGRESS_EVERY)),
+        (audit_md, rf"{NUM} ARNs per call|batches of {NUM} ARNs", config.TAG_BATCH),
+        (audit_md, rf"\({NUM} services per call\)", config.SERVICE_BATCH),
+        (audit_md, rf"\({NUM} names per call", config.PROVIDER_BATCH),
+        (audit_md, rf"\({NUM} ids per filter", config.INSTANCE_BATCH),
+        (audit_md, rf"{NUM} ids per call; KV003", config.GROUP_BATCH),
+        *_evidence_limits(),
+    ]
+
+
+def _evidence_limits():
+    from llm_affinity.common import httpio
+    from llm_affinity.evidence import report, telemetry
+
+    evidence_md, sli_md = "docs/evidence.md", "docs/sli.md"
+    return [
+        (evidence_md, rf"`STICKY` \(stability ≥ {NUM}\)", report.STICKY),
+        (evidence_md, rf"`MOSTLY STICKY` \(≥ {NUM}\)", report.MOSTLY_STICKY),
+        (evidence_md, rf"at least {NUM} × N × the mean", report.PINNED_SHARE),
+        (evidence_md, rf"at least {NUM} MB \|", httpio.MIN_MAX_LINE >> 20),
+        (evidence_md, rf"{NUM} KiB at a time", httpio._STEP >> 10),
+        (sli_md, rf"an integer from 1 to {NUM}", telemetry.MAX_TURN),
+        (sli_md, rf"strings of at most {NUM} characters", telemetry.MAX_STRING),
+        (sli_md, rf"lines longer than {NUM} KiB", telemetry.MAX_LINE >> 10),
     ]
 
 
 @pytest.mark.parametrize("page, pattern, expected", _claims(), ids=lambda v: str(v)[:40])
 def test_counts_in_the_docs_are_the_code_s(page: str, pattern: str, expected: int):
-    found = re.findall(pattern, (ROOT / page).read_text(encoding="utf-8"))
+    pattern = pattern.replace(" ", r"\s+")  # a claim may wrap across lines
+    found = [
+        m if isinstance(m, str) else next(g for g in m if g)
+        for m in re.findall(pattern, (ROOT / page).read_text(encoding="utf-8"))
+    ]
     assert found, f"{page}: no {pattern!r} (a claim this test checks was reworded: update the test)"
     assert {_number(f) for f in found} == {expected}, f"{page}: {pattern!r} says {found}, the code {expected}"
 
@@ -525,3 +592,47 @@ def test_figures_in_the_prose_after_a_sample_are_in_the_samples():
                 assert (number, unit) in printed, f"{doc.name}: {number}{unit} after the sample at line {line}"
                 checked += 1
     assert checked >= 8
+
+
+def test_the_json_shape_in_contract_md_is_lint_s():
+    """docs/contract.md's JSON example shows the keys (its values are placeholders): they are
+    the keys of a real report holding a finding, a suppressed finding, unknowns and an error."""
+    import json
+
+    from llm_affinity.common.install import version
+
+    text = (ROOT / "docs" / "contract.md").read_text(encoding="utf-8")
+    shape = json.loads(re.search(r"Exactly these top-level keys:\n\n```json\n(.*?)```", text, re.S).group(1))
+    inputs = ["tests/fixtures/rules/SUP001_pass.yaml", "tests/fixtures/rules/ALB001_fail.yaml"]
+    proc = run_cli("lint", *inputs, "tests/fixtures/k8s/ALB001_unknown.yaml", "missing.yaml", "--format", "json")
+    real = json.loads(proc.stdout)
+    assert all(real[k] for k in ("findings", "suppressed", "unknown", "errors"))
+    assert list(shape) == list(real) and shape["version"] == version()
+    assert list(shape["findings"][0]) == list(real["findings"][0])
+    assert list(shape["findings"][0]["resource"]) == list(real["findings"][0]["resource"])
+    assert list(real["suppressed"][0]) == [*real["findings"][0], "reason"] and "reason" in shape["suppressed"][0]
+    for key in ("unknown", "errors"):
+        assert list(shape[key][0]) == list(real[key][0]), key
+    assert list(shape["coverage"]) == list(real["coverage"]) and list(shape["summary"]) == list(real["summary"])
+
+
+def test_client_md_gives_the_client_s_defaults():
+    import inspect
+
+    from llm_affinity import client
+
+    defaults = {n: p.default for n, p in inspect.signature(client.SessionClients).parameters.items()}
+    text = (ROOT / "docs" / "client.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", text, re.M)
+    checked = 0
+    for name, cell in rows:
+        value = _literal(cell)
+        if name not in defaults or value is None:
+            continue
+        code = defaults[name]
+        assert value.strip('"') == str(code), f"client.md: {name} default {cell.strip()}, the code's {code!r}"
+        checked += 1
+    size = re.search(r"^\| `max_response_bytes` \| (\d+) MiB \|", text, re.M)
+    assert size and int(size.group(1)) << 20 == defaults["max_response_bytes"] == client.DEFAULT_MAX_RESPONSE
+    assert re.search(rf"with a {client.MAX_OBSERVED_LINE >> 20} MiB line buffer", " ".join(text.split()))
+    assert checked >= 5
