@@ -9,6 +9,14 @@
   by ``<!-- prints below -->`` prints lines that the page shows after it (a table of figures it
   computes): they must be there, exactly and together.
 
+- README's Layout names only paths that exist, and every module of the main packages;
+- counts, limits and defaults the pages state (reference stacks, policies, rules per layer,
+  input limits, batch sizes, timeouts, flag and argument defaults, contract.md's JSON keys) are
+  the code's, read from the constants that set them;
+- measurements live in docs/benchmarks.md only, each under a **Measured** line with its
+  machine, date, load and a command that exists and accepts its flags (never timed here);
+- figures in the prose right after a console sample are printed by a sample of the page.
+
 (Output samples of commands, the ```console blocks, are tests/test_doc_samples.py's.)
 """
 
@@ -287,6 +295,11 @@ def _claims():
     ]
 
 
+def _requires_python() -> str:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    return re.search(r'^requires-python = ">=([\d.]+)"', pyproject, re.M).group(1)
+
+
 def _limits():
     """The limits and defaults the pages state, from the constants that set them."""
     from llm_affinity.checks.report import TEXT_UNKNOWN_LIMIT
@@ -297,6 +310,7 @@ def _limits():
     builder = template_file._Builder
     inputs_md, audit_md = "docs/contract-lint-inputs.md", "docs/audit.md"
     return [
+        ("README.md", rf"\*\*Python ≥ {NUM}\*\*", float(_requires_python())),
         ("README.md", rf"the first {NUM} and a count", TEXT_UNKNOWN_LIMIT),
         ("docs/contract.md", rf"\(the first {NUM}, then", TEXT_UNKNOWN_LIMIT),
         ("README.md", rf"`--min-cookie-duration` \(default {NUM} s", DEFAULT_MIN_COOKIE_DURATION),
@@ -310,6 +324,14 @@ def _limits():
         (inputs_md, rf"nesting ≤ {NUM} levels", builder.MAX_DEPTH),
         (inputs_md, rf"aliases are expanded until {NUM} values were built", builder.MAX_EXPANDED_NODES),
         (inputs_md, rf"At most \*\*{NUM} documents\*\*", manifests.MAX_DOCUMENTS),
+        (
+            "docs/kubernetes.md",
+            rf"at most {NUM} MB per file or on standard input",
+            template_file.MAX_TEMPLATE_BYTES >> 20,
+        ),
+        ("docs/kubernetes.md", rf"nesting ≤ {NUM} levels", builder.MAX_DEPTH),
+        ("docs/kubernetes.md", rf"one budget per stream \({NUM} values\)", manifests.MAX_ALIAS_VALUES),
+        ("docs/kubernetes.md", rf"At most {NUM} documents", manifests.MAX_DOCUMENTS),
         (inputs_md, rf"whole stream\*\* \({NUM} values\)", manifests.MAX_ALIAS_VALUES),
         (inputs_md, rf"Stages nest at most {NUM} deep", inputs.MAX_ASSEMBLY_DEPTH),
         (inputs_md, rf"\| {NUM} Mi characters \(`MAX_TEXT`\)", intrinsics.MAX_TEXT >> 20),
