@@ -82,16 +82,31 @@ def _links(path: Path) -> list[str]:
     return [a or b for a, b in LINK.findall(text)]
 
 
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings (lower case, punctuation dropped, spaces to
+    hyphens, ``-1``, ``-2`` … for repeats)."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} (.*)$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
 def test_relative_links_resolve_inside_the_repository(doc: Path):
     broken = []
     for target in _links(doc):
-        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("#"):
-            continue  # absolute URL (https:, mailto:) or an anchor on the same page
-        file_part = target.split("#", 1)[0]
-        resolved = (doc.parent / file_part).resolve()
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):
+            continue  # absolute URL (https:, mailto:)
+        file_part, _, anchor = target.partition("#")
+        resolved = (doc.parent / file_part).resolve() if file_part else doc.resolve()
         if ROOT.resolve() not in (resolved, *resolved.parents) or not resolved.exists():
             broken.append(target)
+        elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+            broken.append(target)  # the heading was renamed
     assert broken == [], f"{doc.relative_to(ROOT)}: links that do not resolve inside the repository: {broken}"
 
 
