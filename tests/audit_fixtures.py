@@ -482,6 +482,33 @@ def seed_alb011(region: str = "us-east-1", endpoint_url: str | None = None) -> d
     }
 
 
+def seed_k8s(region: str = "us-east-1", endpoint_url: str | None = None) -> dict[str, str]:
+    """Load balancers and target groups the AWS Load Balancer Controller made, tagged as it tags
+    them: an Ingress's ALB and target group (stickiness with cross-zone off: ALB001), a
+    Service's NLB target group, and the same ALB001 mistake on a target group nobody tagged."""
+    c = Clients(region, endpoint_url)
+    vpc, subnets = c.network()
+    ingress_tags = {"elbv2.k8s.aws/cluster": "prod", "ingress.k8s.aws/stack": "llm/chat"}
+    alb = c.lb("k8s-llm-chat-0123456789", subnets, tags={**ingress_tags, "ingress.k8s.aws/resource": "LoadBalancer"})
+    tg = c.tg(
+        "k8s-llm-vllm-abcdef0123",
+        vpc,
+        attrs={"stickiness.enabled": "true", "load_balancing.cross_zone.enabled": "false"},
+        tags={**ingress_tags, "ingress.k8s.aws/resource": "llm/chat-vllm:8000"},
+    )
+    c.listener(alb, [tg])
+    service_tags = {
+        "elbv2.k8s.aws/cluster": "prod",
+        "service.k8s.aws/stack": "llm/sglang",
+        "service.k8s.aws/resource": "llm/sglang:443",
+    }
+    nlb_tg = c.tg(
+        "k8s-llm-sglang-0a1b2c3d4e", vpc, protocol="TLS", attrs={"stickiness.enabled": "true"}, tags=service_tags
+    )
+    plain = c.tg("plain", vpc, attrs={"stickiness.enabled": "true", "load_balancing.cross_zone.enabled": "false"})
+    return {"alb": alb, "tg": tg, "nlb_tg": nlb_tg, "plain": plain}
+
+
 def seed_scale(
     endpoint_url: str,
     region: str = "us-east-1",

@@ -21,26 +21,8 @@ def account(monkeypatch):
 
 
 def test_findings_name_the_ingress_and_the_service_and_give_kubernetes_fixes(account):
-    c = F.Clients("us-east-1", None)
-    vpc, subnets = c.network()
-    ingress_tags = {"elbv2.k8s.aws/cluster": "prod", "ingress.k8s.aws/stack": "llm/chat"}
-    alb = c.lb("k8s-llm-chat-0123456789", subnets, tags={**ingress_tags, "ingress.k8s.aws/resource": "LoadBalancer"})
-    tg = c.tg(
-        "k8s-llm-vllm-abcdef0123",
-        vpc,
-        attrs={"stickiness.enabled": "true", "load_balancing.cross_zone.enabled": "false"},
-        tags={**ingress_tags, "ingress.k8s.aws/resource": "llm/chat-vllm:8000"},
-    )
-    c.listener(alb, [tg])
-    service_tags = {
-        "elbv2.k8s.aws/cluster": "prod",
-        "service.k8s.aws/stack": "llm/sglang",
-        "service.k8s.aws/resource": "llm/sglang:443",
-    }
-    nlb_tg = c.tg(
-        "k8s-llm-sglang-0a1b2c3d4e", vpc, protocol="TLS", attrs={"stickiness.enabled": "true"}, tags=service_tags
-    )
-    plain = c.tg("plain", vpc, attrs={"stickiness.enabled": "true", "load_balancing.cross_zone.enabled": "false"})
+    seeded = F.seed_k8s()
+    tg, nlb_tg, plain = seeded["tg"], seeded["nlb_tg"], seeded["plain"]
     result = aws.collect(regions=["us-east-1"])
     report = evaluate(result.models)
     by_resource = {(f.rule.id, f.resource.id): f for f in report.findings}

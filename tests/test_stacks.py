@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import doc_samples
 import pytest
+
+from llm_affinity.checks import synth_report
+from llm_affinity.cli import main
 
 pytest.register_assert_rewrite("conftest_cdk")
 
@@ -70,6 +74,20 @@ def test_reference_synth_passes_both_gates(reference_synth):
         "AwsSolutions-SMG4",  # the LMCache store's AUTH token
     }
     assert all(v["acknowledgedId"].startswith("AwsSolutions::") and len(v["reason"].split()) >= 8 for v in suppressed)
+
+
+def test_the_make_run_sample_of_the_readme_is_this_synth(reference_synth, capsys, monkeypatch):
+    """README's `make run` sample: the per-stack table and the lint of the cloud assembly, as
+    scripts/run.sh prints them, for the stacks app.py synthesizes (tests/doc_samples.py)."""
+    samples = [s for s in doc_samples.samples() if s.command == "make run"]
+    assert [s.doc.name for s in samples] == ["README.md"]
+    outdir = reference_synth.outdir
+    table = synth_report.render(synth_report.read_assembly(outdir))
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert main(["lint", str(outdir)]) == 0
+    lint = capsys.readouterr().out
+    for sample in samples:
+        doc_samples.check(sample, table + lint, outdir=outdir)
 
 
 def test_reference_stacks_shape(reference_synth):

@@ -11,6 +11,7 @@ package's ``__init__`` naming its submodules is what packages are for).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,3 +168,56 @@ def test_the_boot_script_imports_without_aws_cdk():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("needs cdk:"), proc.stdout  # the CDK names still need the extra
+
+
+# --- the layers of docs/architecture.md -----------------------------------------------------------
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def _layers() -> tuple[dict[str, str], dict[str, set[str]]]:
+    """docs/architecture.md's table: (module prefix → layer, layer → layers it may import)."""
+    prefixes: dict[str, str] = {}
+    allowed: dict[str, set[str]] = {}
+    text = ARCHITECTURE.read_text(encoding="utf-8").split("## Imports point one way", 1)[1]
+    for line in text.split("\n## ", 1)[0].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] in ("layer", "---") or not line.startswith("|"):
+            continue
+        layer, modules, may = cells
+        for module in re.findall(r"`([\w.]+)`", modules):
+            prefixes[f"llm_affinity.{module}"] = layer
+        allowed[layer] = {w for w in re.findall(r"[\w-]+", re.sub(r"\(.*?\)", "", may))}
+    return prefixes, allowed
+
+
+def _layer_of(module: str, prefixes: dict[str, str]) -> str | None:
+    matches = [p for p in prefixes if module == p or module.startswith(p + ".")]
+    return prefixes[max(matches, key=len)] if matches else None
+
+
+def test_every_import_follows_the_layers_of_the_architecture_page():
+    prefixes, allowed = _layers()
+    assert set(allowed) == {"common", "model", "sources", "rules", "reports", "constructs", "evidence", "client", "cli"}
+    assert all(may <= set(allowed) for may in allowed.values()), allowed
+    # a package that only holds layers (llm_affinity, checks) is no layer of its own
+    containers = {m for m in MODULES if any(p.startswith(m + ".") for p in prefixes)}
+    unplaced = [m for m in MODULES if m not in containers and _layer_of(m, prefixes) is None]
+    assert unplaced == [], "modules docs/architecture.md places in no layer"
+    assert all(not _edges(m, MODULES[m]) for m in containers), "a container package imports: place it in a layer"
+    wrong = []
+    for name, path in MODULES.items():
+        source = _layer_of(name, prefixes)
+        for target in _edges(name, path):
+            layer = _layer_of(target, prefixes)
+            if source and layer and layer != source and layer not in allowed[source]:
+                wrong.append(f"{name} ({source}) imports {target} ({layer})")
+    assert wrong == [], "imports against docs/architecture.md's layers"
+
+
+def test_the_layer_check_sees_a_wrong_import():
+    prefixes, allowed = _layers()
+    assert _layer_of("llm_affinity.checks.sources.aws.elbv2", prefixes) == "sources"
+    assert _layer_of("llm_affinity.checks.rules.alb", prefixes) == "rules"
+    # a rule reading a template itself would be sources imported by rules: not allowed
+    assert "sources" not in allowed["rules"] and "evidence" not in allowed["reports"]
