@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 TOOL = "llm-affinity"
+
+if TYPE_CHECKING:
+    __version__: str  # read by __getattr__ below, on first use
 
 
 def _version() -> str:
