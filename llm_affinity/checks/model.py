@@ -28,14 +28,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-from ..common.definitions import (  # noqa: F401  (re-exported)
-    IGNORE_TAG,
-    LEVEL_ACCELERATOR_ONLY,
-    LEVEL_LLM,
-    ROLE_INFERENCE,
-    ROLE_TAG,
-    ROUTER_TAG,
-)
+from ..common.definitions import LEVEL_LLM
 
 
 class _Unknown:
@@ -51,7 +44,7 @@ class _Unknown:
     def __repr__(self) -> str:
         return "UNKNOWN"
 
-    def __reduce__(self):  # keep the singleton across pickling/copying
+    def __reduce__(self) -> tuple[type[_Unknown], tuple[()]]:  # keep the singleton across pickling/copying
         return (_Unknown, ())
 
 
@@ -219,7 +212,7 @@ class Resource:
 class Serving:
     """Why a target group or compute serves, in which branch (``None``: always), and the level
     of the evidence (:data:`LEVEL_LLM`: the role tag or an LLM server named;
-    :data:`LEVEL_ACCELERATOR_ONLY`: accelerated compute with no sign of an LLM server). Only
+    :data:`..common.definitions.LEVEL_ACCELERATOR_ONLY`: accelerated compute with no sign of an LLM server). Only
     ``llm`` serving is judged by inference rules."""
 
     reason: str
@@ -272,13 +265,20 @@ class LoadBalancerSettings:
     cross_zone: Any  # bool
 
 
+#: The settings of a load balancer or target group built without them (every source gives
+#: them; a test may not): each value unknown, so a rule reading them says "unknown".
+_NO_SETTINGS = Unresolved("no settings")
+NO_LOAD_BALANCER_SETTINGS = LoadBalancerSettings(*[_NO_SETTINGS] * 5)
+NO_TARGET_GROUP_SETTINGS = TargetGroupSettings(*[_NO_SETTINGS] * 13)
+
+
 @dataclass
 class LoadBalancer(Resource):
-    settings: LoadBalancerSettings | None = None
+    settings: LoadBalancerSettings = NO_LOAD_BALANCER_SETTINGS
 
     @property
     def lb_type(self) -> Any:
-        return self.settings.lb_type if self.settings else Unresolved("no settings")
+        return self.settings.lb_type
 
 
 @dataclass(frozen=True)
@@ -297,7 +297,7 @@ class KubeBackend:
 
 @dataclass
 class TargetGroup(Resource):
-    settings: TargetGroupSettings | None = None
+    settings: TargetGroupSettings = NO_TARGET_GROUP_SETTINGS
     target_count: Any = Unresolved("targets registered outside the template")  # int when known
     target_ids: list[Any] = field(default_factory=list)  # Targets[].Id (logical ids, instance ids, IPs)
     load_balancer_ids: list[str] = field(default_factory=list)  # filled by Model.link()
@@ -317,7 +317,7 @@ class TargetGroup(Resource):
 
     @property
     def family(self) -> Any:
-        return self.settings.family if self.settings else Unresolved("no settings")
+        return self.settings.family
 
 
 @dataclass(frozen=True)
@@ -624,6 +624,18 @@ class ModelError:
 
 # --- the model -------------------------------------------------------------------------------
 
+#: Default ALB011 threshold: the shortest AgentCore session timeout (900 s) — a turn may
+#: follow the previous one that much later and still belong to the same agent session.
+DEFAULT_MIN_COOKIE_DURATION = 900
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Thresholds a run may change (``--min-cookie-duration`` on lint/audit, the synth
+    plugin's ``min_cookie_duration``). Rules read them as ``rules.base.settings_of(model)``."""
+
+    min_cookie_duration: int = DEFAULT_MIN_COOKIE_DURATION
+
 
 @dataclass
 class Model:
@@ -666,8 +678,8 @@ class Model:
     #: Compute with serving evidence that ``llm-affinity:role=other`` silenced, with the
     #: evidence; FLEET001 records each under ``suppressed`` with the reason.
     silenced: list[tuple[Resource, Serving]] = field(default_factory=list)
-    #: Thresholds the run was asked for (see rules.base.Settings); set by the engine.
-    settings: Any = None
+    #: Thresholds the run was asked for; set by the rule runner.
+    settings: Settings | None = None
     #: The inputs (template paths) an app's model was built from, when more than one.
     parts: list[str] = field(default_factory=list)
     _lookup: "_Index | None" = field(default=None, repr=False, compare=False)

@@ -196,7 +196,7 @@ def _family(protocol: Any) -> Any:
 _DEFAULT_TYPE = {"alb": "lb_cookie", "nlb": "source_ip"}
 
 
-def target_group(props: dict) -> TargetGroupSettings:
+def target_group(props: dict[str, Any]) -> TargetGroupSettings:
     """``AWS::ElasticLoadBalancingV2::TargetGroup`` properties → effective settings."""
     target_type = as_word(props.get("TargetType", "instance"), None, "TargetType")
     protocol_raw = props.get("Protocol", ABSENT)
@@ -240,7 +240,7 @@ def _optional_int(value: Any, what: str) -> Any:
     return as_int(value, what)
 
 
-def load_balancer(props: dict) -> LoadBalancerSettings:
+def load_balancer(props: dict[str, Any]) -> LoadBalancerSettings:
     """``AWS::ElasticLoadBalancingV2::LoadBalancer`` properties → effective settings."""
     lb_type = as_word(props.get("Type", "application"), LB_TYPES, "Type")
     attrs = Attributes(props.get("LoadBalancerAttributes", ABSENT))
@@ -348,7 +348,7 @@ def asks_for_accelerators(requirements: Any) -> Any:
     return False
 
 
-def fleet_numbers(props: dict) -> dict[str, Any]:
+def fleet_numbers(props: dict[str, Any]) -> dict[str, Any]:
     """Sizes and health check of an ``AWS::AutoScaling::AutoScalingGroup`` (CloudFormation
     defaults: HealthCheckType EC2, grace period 0)."""
     desired = props.get("DesiredCapacity", ABSENT)
@@ -524,7 +524,7 @@ def container_kv(containers: Any) -> KvSharing | None:
 _PROTOCOLS = {"6": "tcp", "17": "udp", "1": "icmp", "58": "icmpv6", "all": "-1", "-1": "-1"}
 
 
-def security_group_ids(props: dict, *keys: str) -> Any:
+def security_group_ids(props: dict[str, Any], *keys: str) -> Any:
     """Security groups an EC2 launch names: the ``keys`` lists (``SecurityGroupIds``,
     ``SecurityGroups``) and ``NetworkInterfaces[].Groups`` / ``GroupSet``; ``[]`` when none is
     named (the VPC's default group), Unresolved when a list cannot be read."""
@@ -602,7 +602,7 @@ def sg_rule(item: Any, inbound: bool) -> SgRule:
 ALLOW_ALL_EGRESS = SgRule("-1", None, None, None, "0.0.0.0/0")
 
 
-def security_group(props: dict) -> dict[str, Any]:
+def security_group(props: dict[str, Any]) -> dict[str, Any]:
     """``AWS::EC2::SecurityGroup`` properties (or ``DescribeSecurityGroups`` reshaped the same
     way) → ingress and egress rules; no ``SecurityGroupEgress`` means EC2's allow-all rule."""
     egress = props.get("SecurityGroupEgress", ABSENT)
@@ -638,7 +638,7 @@ def _non_empty(value: Any, what: str) -> Any:
     return _present(value, what)
 
 
-def kv_store(rtype: str, props: dict) -> dict[str, Any]:
+def kv_store(rtype: str, props: dict[str, Any]) -> dict[str, Any]:
     """An ElastiCache resource's properties (the live API reshaped the same way by
     :mod:`.sources.aws.build`) → engine, port, encryption in transit, AUTH token, RBAC user
     groups and security groups (AWS defaults applied: port 6379, transit encryption off for a
@@ -672,7 +672,7 @@ def kv_store(rtype: str, props: dict) -> dict[str, Any]:
 # --- AgentCore Gateway --------------------------------------------------------------------------
 
 
-def gateway(props: dict) -> dict[str, Any]:
+def gateway(props: dict[str, Any]) -> dict[str, Any]:
     """``AWS::BedrockAgentCore::Gateway`` properties → authorizer, sessions, session timeout
     (the API default 3600 s applied)."""
     protocol = props.get("ProtocolConfiguration", ABSENT)
@@ -744,7 +744,7 @@ def suppressions_from_tags(tags: dict[str, Any]) -> list[Suppression]:
     return [Suppression(rid, reason) for rid in seen]
 
 
-def alarm_watches(props: dict) -> list[str]:
+def alarm_watches(props: dict[str, Any]) -> list[str]:
     """Metric names, metric-math expressions, ids and labels (and a composite alarm's rule) an
     alarm watches — what is measured, not what the alarm is called."""
     out: list[str] = []

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...model import ROLE_TAG, Unresolved
+from ....common.definitions import ROLE_TAG
+from ...model import Unresolved
 from . import build as B
 from . import config
 from .coverage import Coverage, Part

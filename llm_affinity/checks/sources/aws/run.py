@@ -21,9 +21,9 @@ import boto3
 import botocore.exceptions as bexc
 from botocore.config import Config
 
-from ....common.definitions import ROLE_INFERENCE, role_of
+from ....common.definitions import ROLE_INFERENCE, ROLE_TAG, role_of
 from ...assemble import finish
-from ...model import ROLE_TAG, KvRemote, Model, ModelError
+from ...model import KvRemote, Model, ModelError
 from . import agentcore, autoscaling, cloudwatch, config, ecs, elasticache, elbv2, security_groups, targets
 from . import build as B
 from .coverage import Coverage, Part
