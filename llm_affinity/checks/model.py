@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeAlias
 
 from ..common.definitions import LEVEL_LLM
 
@@ -119,6 +119,11 @@ class Candidate:
     when: str | None = None
 
 
+#: One assignment of a template's conditions and multi-valued parameters: ``("condition",
+#: name)`` → True/False, ``("parameter", name)`` → one of its candidate values.
+Scenario: TypeAlias = dict[tuple[str, str], Any]
+
+
 # --- locations and suppressions --------------------------------------------------------------
 
 
@@ -193,7 +198,7 @@ class Resource:
     id: str
     location: Location
     variant: str | None = None
-    scenario: dict[Any, Any] = field(default_factory=dict)
+    scenario: Scenario = field(default_factory=dict)
     tags: dict[str, Any] = field(default_factory=dict)
     suppressions: list[Suppression] = field(default_factory=list)
     kube: KubeOrigin | None = None  # set when the resource comes from Kubernetes
@@ -867,7 +872,7 @@ class _Index:
             self.variants[own] = self.variants.get(own, 0) + 1
 
 
-def scenario_label(assignment: dict[Any, Any]) -> str | None:
+def scenario_label(assignment: Scenario) -> str | None:
     """``condition UseTls is true; parameter Env = 'prod'`` for a scenario assignment."""
     parts = []
     for (kind, name), value in assignment.items():
