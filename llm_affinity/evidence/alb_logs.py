@@ -22,11 +22,13 @@ import tempfile
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..common.files import regular_file_problem
-from .report import ErrorEntry
 from .sql import IGNORED_FILE_RE
+
+if TYPE_CHECKING:
+    from .report import ErrorEntry
 
 #: File names we read inside folders and S3 prefixes (ALB writes ``*.log.gz``).
 LOG_SUFFIXES = (".log", ".gz")

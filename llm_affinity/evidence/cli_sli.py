@@ -33,11 +33,12 @@ from ..common.commands import (
     open_output,
     say,
 )
-from .report import Report, judge, with_errors
+from .report import judge, with_errors
 from .report_text import render_text, unmet_expectations
 
 if TYPE_CHECKING:
     from .alb_logs import InputError
+    from .report import Report
 
 HELP = "compute the affinity SLIs from telemetry JSONL, ALB access logs and engine /metrics"
 DESCRIPTION = (

@@ -33,10 +33,12 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .alb_logs import InputError
-from .report import EngineView, Report
+
+if TYPE_CHECKING:
+    from .report import EngineView, Report
 
 #: The metric prefix of each engine, in the order they are recognised.
 SERVERS = (("vllm", "vllm:"), ("sglang", "sglang:"), ("llama.cpp", "llamacpp:"))

@@ -43,11 +43,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
-from .report import ErrorEntry, Record
+from .report import Record
 from .telemetry import MAX_TOKENS
+
+if TYPE_CHECKING:
+    from .report import ErrorEntry
 
 COOKIE_MODES = ("per-session", "shared", "none")
 DEFAULT_INSTANCE_HEADER = "X-Served-By"

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, TypedDict
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 TOOL = "llm-affinity"
 
 if TYPE_CHECKING:
+    from typing import Literal, TypedDict
+
     __version__: str  # read by __getattr__ below, on first use
 
 
@@ -73,82 +75,79 @@ RECORD_KEYS = ("ts", "session", "turn", "instance", "prompt_tokens", "cached_tok
 
 
 # --- the report's shape (docs/contract.md; the key order of the JSON is the order below) --------
+# For the type checker only: the report is a plain dict at run time, and defining these
+# classes would cost every command's start-up (the CLI imports this module to build its
+# parser). Import them under ``if TYPE_CHECKING:`` too.
 
+if TYPE_CHECKING:
 
-class ErrorEntry(TypedDict):
-    """An input, endpoint or request that failed (``--deadline`` for a run cut short)."""
+    class ErrorEntry(TypedDict):
+        """An input, endpoint or request that failed (``--deadline`` for a run cut short)."""
 
-    input: str
-    message: str
+        input: str
+        message: str
 
+    class TurnEntry(TypedDict):
+        """One ``per_turn`` entry (:data:`TURN_KEYS`)."""
 
-class TurnEntry(TypedDict):
-    """One ``per_turn`` entry (:data:`TURN_KEYS`)."""
+        turn: int
+        requests: int
+        prompt_tokens: int | None
+        cached_tokens: int | None
+        hit_rate: float | None
+        ttft_p50_ms: float | None
+        ttft_p95_ms: float | None
 
-    turn: int
-    requests: int
-    prompt_tokens: int | None
-    cached_tokens: int | None
-    hit_rate: float | None
-    ttft_p50_ms: float | None
-    ttft_p95_ms: float | None
+    class Check(TypedDict):
+        """One expectation of the verdict (``--expect-stability``, ``--expect-hit-rate``)."""
 
+        name: str  # the report key judged
+        value: float | None
+        threshold: float
+        passed: bool
 
-class Check(TypedDict):
-    """One expectation of the verdict (``--expect-stability``, ``--expect-hit-rate``)."""
+    class Verdict(TypedDict):
+        label: str
+        passed: bool
+        checks: list[Check]
 
-    name: str  # the report key judged
-    value: float | None
-    threshold: float
-    passed: bool
+    class Figures(TypedDict):
+        """The report without its verdict: what :func:`judge` reads."""
 
+        tool: str
+        version: str
+        source: str
+        sessions: int
+        requests: int
+        errors: list[ErrorEntry]
+        stability: float | None
+        moves_per_session: float | None
+        instances: dict[str, int]
+        imbalance: float | None
+        per_turn: list[TurnEntry]
+        expiries: int | None
+        warm_hit_rate: float | None
 
-class Verdict(TypedDict):
-    label: str
-    passed: bool
-    checks: list[Check]
+    class EngineView(TypedDict):
+        """One engine's entry under ``engine`` (`sli --metrics`; metrics.py)."""
 
+        server: str
+        prefix_cache_hit_rate: float | None
+        hit_rate_from: str | None
+        requests_waiting: int | None
+        kv_cache_usage: float | None
 
-class Figures(TypedDict):
-    """The report without its verdict: what :func:`judge` reads."""
+    class SliKeys(TypedDict, total=False):
+        """What `sli` appends after the verdict: ``ignored_files`` (ALB sources), ``engine``
+        (``--metrics``: per URL)."""
 
-    tool: str
-    version: str
-    source: str
-    sessions: int
-    requests: int
-    errors: list[ErrorEntry]
-    stability: float | None
-    moves_per_session: float | None
-    instances: dict[str, int]
-    imbalance: float | None
-    per_turn: list[TurnEntry]
-    expiries: int | None
-    warm_hit_rate: float | None
+        ignored_files: int
+        engine: dict[str, EngineView]
 
+    class Report(Figures, SliKeys):
+        """THE report of probe and sli (:data:`REPORT_KEYS`, in order; sli's own keys after them)."""
 
-class EngineView(TypedDict):
-    """One engine's entry under ``engine`` (`sli --metrics`; metrics.py)."""
-
-    server: str
-    prefix_cache_hit_rate: float | None
-    hit_rate_from: str | None
-    requests_waiting: int | None
-    kv_cache_usage: float | None
-
-
-class SliKeys(TypedDict, total=False):
-    """What `sli` appends after the verdict: ``ignored_files`` (ALB sources), ``engine``
-    (``--metrics``: per URL)."""
-
-    ignored_files: int
-    engine: dict[str, EngineView]
-
-
-class Report(Figures, SliKeys):
-    """THE report of probe and sli (:data:`REPORT_KEYS`, in order; sli's own keys after them)."""
-
-    verdict: Verdict
+        verdict: Verdict
 
 
 @dataclass

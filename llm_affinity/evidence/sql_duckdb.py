@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..common.files import regular_file_problem
 from . import sql
 from .alb_logs import InputError, LogFile, salvage_gzip
-from .report import Report, with_errors
+from .report import with_errors
+
+if TYPE_CHECKING:
+    from .report import Report
 
 #: What a memory limit may look like (a number and a unit: never SQL).
 _MEMORY_LIMIT = re.compile(r"[0-9]{1,15}(\.[0-9]{1,6})? ?([KMGT]i?B|B)", re.IGNORECASE)
