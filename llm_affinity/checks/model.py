@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, TypeAlias
+from typing import Any, Iterable, TypeAlias, TypeVar
 
 from ..common.definitions import LEVEL_LLM
 
@@ -81,6 +81,11 @@ class Invalid:
 
     def __hash__(self) -> int:  # ``raw`` may be a list or a mapping
         return hash(repr(self.raw))
+
+
+T = TypeVar("T")
+#: A setting as a rule reads it: the effective value (type ``T``), or one of the two markers.
+Setting: TypeAlias = "T | Unresolved | Invalid"
 
 
 def is_unresolved(value: Any) -> bool:
@@ -233,23 +238,23 @@ class Serving:
 class TargetGroupSettings:
     """Effective settings of a target group (AWS defaults applied; see :mod:`.normalize`)."""
 
-    protocol: Any  # HTTP | HTTPS | TCP | TLS | UDP | TCP_UDP | GENEVE | QUIC | None (Lambda)
-    target_type: Any  # instance | ip | lambda | alb
-    family: Any  # alb | nlb | gwlb | None (Lambda)
-    sticky: Any  # bool  (stickiness.enabled)
-    sticky_type: Any  # lb_cookie | app_cookie | source_ip | source_ip_dest_ip | source_ip_dest_ip_proto
-    lb_cookie_duration: Any  # int seconds
-    app_cookie_duration: Any  # int seconds
-    cookie_name: Any  # str, or None when not set
-    cross_zone: Any  # "true" | "false" | "use_load_balancer_configuration"
-    algorithm: Any  # round_robin | least_outstanding_requests | weighted_random
-    anomaly_mitigation: Any  # "on" | "off"
-    deregistration_delay: Any  # int seconds
+    protocol: Setting[str | None]  # HTTP | HTTPS | TCP | TLS | UDP | TCP_UDP | GENEVE | QUIC | None (Lambda)
+    target_type: Setting[str]  # instance | ip | lambda | alb
+    family: str | None | Unresolved  # alb | nlb | gwlb | None (Lambda)
+    sticky: Setting[bool]  # stickiness.enabled
+    sticky_type: Setting[str]  # lb_cookie | app_cookie | source_ip | source_ip_dest_ip | source_ip_dest_ip_proto
+    lb_cookie_duration: Setting[int]  # seconds
+    app_cookie_duration: Setting[int]  # seconds
+    cookie_name: Setting[str | None]  # None when not set
+    cross_zone: Setting[str]  # "true" | "false" | "use_load_balancer_configuration"
+    algorithm: Setting[str]  # round_robin | least_outstanding_requests | weighted_random
+    anomaly_mitigation: Setting[str]  # "on" | "off"
+    deregistration_delay: Setting[int]  # seconds
     #: ``TargetControlPort``: the ALB target optimizer's port (int), or None (not used).
-    target_control_port: Any = None
+    target_control_port: Setting[int | None] = None
 
     @property
-    def cookie_duration(self) -> Any:
+    def cookie_duration(self) -> Setting[int] | None:
         """Seconds a cookie session is honoured: the duration of the effective cookie kind;
         ``None`` for non-cookie stickiness."""
         if self.sticky_type == "lb_cookie":
@@ -263,11 +268,11 @@ class TargetGroupSettings:
 
 @dataclass(frozen=True)
 class LoadBalancerSettings:
-    lb_type: Any  # application | network | gateway
-    scheme: Any  # internet-facing | internal
-    idle_timeout: Any  # int seconds (None: not an ALB setting)
-    access_logs: Any  # bool
-    cross_zone: Any  # bool
+    lb_type: Setting[str]  # application | network | gateway
+    scheme: Setting[str]  # internet-facing | internal
+    idle_timeout: Setting[int | None]  # seconds (None: not an ALB setting)
+    access_logs: Setting[bool]
+    cross_zone: Setting[bool]
 
 
 #: The settings of a load balancer or target group built without them (every source gives
@@ -282,7 +287,7 @@ class LoadBalancer(Resource):
     settings: LoadBalancerSettings = NO_LOAD_BALANCER_SETTINGS
 
     @property
-    def lb_type(self) -> Any:
+    def lb_type(self) -> Setting[str]:
         return self.settings.lb_type
 
 
@@ -321,7 +326,7 @@ class TargetGroup(Resource):
         return self.serving is not None and self.serving.llm
 
     @property
-    def family(self) -> Any:
+    def family(self) -> str | None | Unresolved:
         return self.settings.family
 
 

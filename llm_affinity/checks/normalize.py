@@ -38,8 +38,10 @@ from .model import (
     KvRemote,
     KvSharing,
     LoadBalancerSettings,
+    Setting,
     SgRule,
     Suppression,
+    T,
     TargetGroupSettings,
     Unresolved,
 )
@@ -77,7 +79,7 @@ def _unresolved(value: Any, what: str) -> Unresolved:
     return Unresolved(f"{what} is not resolvable from the template")
 
 
-def as_bool(value: Any, what: str = "value") -> Any:
+def as_bool(value: Any, what: str = "value") -> Setting[bool]:
     if _is_opaque(value):
         return _unresolved(value, what)
     if isinstance(value, Unresolved):
@@ -92,7 +94,7 @@ def as_bool(value: Any, what: str = "value") -> Any:
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
-def as_int(value: Any, what: str = "value") -> Any:
+def as_int(value: Any, what: str = "value") -> Setting[int]:
     if _is_opaque(value):
         return _unresolved(value, what)
     if isinstance(value, Unresolved):
@@ -111,7 +113,7 @@ def as_int(value: Any, what: str = "value") -> Any:
     return Invalid(value, "an integer")
 
 
-def as_word(value: Any, allowed: tuple[str, ...] | None, what: str = "value", upper: bool = False) -> Any:
+def as_word(value: Any, allowed: tuple[str, ...] | None, what: str = "value", upper: bool = False) -> Setting[str]:
     """Enumerated text, canonical case; Invalid when outside ``allowed``."""
     if _is_opaque(value):
         return _unresolved(value, what)
@@ -127,7 +129,7 @@ def as_word(value: Any, allowed: tuple[str, ...] | None, what: str = "value", up
     return text
 
 
-def as_text(value: Any, what: str = "value") -> Any:
+def as_text(value: Any, what: str = "value") -> Setting[str]:
     if _is_opaque(value):
         return _unresolved(value, what)
     if isinstance(value, Unresolved) or isinstance(value, str):
@@ -171,7 +173,7 @@ class Attributes:
                 continue
             self.values[key.strip()] = item.get("Value", UNKNOWN)
 
-    def get(self, key: str, convert: Callable[[Any, str], Any], default: Any) -> Any:
+    def get(self, key: str, convert: Callable[[Any, str], Setting[T]], default: T | Unresolved) -> Setting[T]:
         if key in self.values:
             return convert(self.values[key], key)
         if self.hole is not None:
@@ -179,7 +181,7 @@ class Attributes:
         return default
 
 
-def _family(protocol: Any) -> Any:
+def _family(protocol: Setting[str | None]) -> str | None | Unresolved:
     if protocol is None:
         return None
     if isinstance(protocol, (Unresolved, Invalid)):
@@ -200,6 +202,7 @@ def target_group(props: dict[str, Any]) -> TargetGroupSettings:
     """``AWS::ElasticLoadBalancingV2::TargetGroup`` properties → effective settings."""
     target_type = as_word(props.get("TargetType", "instance"), None, "TargetType")
     protocol_raw = props.get("Protocol", ABSENT)
+    protocol: Setting[str | None]
     if protocol_raw is ABSENT or protocol_raw is None:
         protocol = None if target_type == "lambda" else Unresolved("Protocol not set")
     else:
@@ -233,7 +236,7 @@ def target_group(props: dict[str, Any]) -> TargetGroupSettings:
     )
 
 
-def _optional_int(value: Any, what: str) -> Any:
+def _optional_int(value: Any, what: str) -> Setting[int | None]:
     """An integer property that may be absent (None), unresolved or invalid."""
     if value is ABSENT or value is None:
         return None
