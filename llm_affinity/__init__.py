@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    __version__: str  # read by __getattr__ below, on first use
 
 
 def __getattr__(name: str) -> Any:

@@ -65,7 +65,13 @@ def kv_users(model: Model) -> list[KvUser]:
     for fleet in model.fleets:
         if fleet.inference and fleet.launch.kv is not None:
             out.append(
-                KvUser(fleet, fleet.launch.kv, fleet.launch.security_groups, several(model, fleet), fleet.serving.when)
+                KvUser(
+                    fleet,
+                    fleet.launch.kv,
+                    fleet.launch.security_groups,
+                    several(model, fleet),
+                    fleet.serving.when if fleet.serving else None,
+                )
             )
     for service in model.services:
         if service.inference and service.kv is not None:

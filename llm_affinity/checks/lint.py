@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Sequence
 
-from .model import ModelError
+from .model import Model, ModelError
 from .rules import Rule, Settings
-from .runner import Report, evaluate, select_rules
+from .runner import Report, UnknownValue, evaluate, select_rules
 from .serving import ROLE_UNKNOWN
 from .sources.inputs import load_paths, unexpected
 
@@ -37,7 +37,9 @@ def lint_paths(
     return report
 
 
-def _evaluate_each(models, rules, settings: Settings | None, errors: list[ModelError], inputs: list[str]) -> Report:
+def _evaluate_each(
+    models: list[Model], rules: list[Rule], settings: Settings | None, errors: list[ModelError], inputs: list[str]
+) -> Report:
     """The rules over one model at a time, so a rule that fails on one template costs that
     template only (an error line naming it); the others are judged and reported as usual."""
     merged = Report(rules=list(rules))
@@ -63,7 +65,7 @@ def _evaluate_each(models, rules, settings: Settings | None, errors: list[ModelE
     return merged
 
 
-def _mark_too_large(unknown, too_large: dict[str, set[str]]):
+def _mark_too_large(unknown: UnknownValue, too_large: dict[str, set[str]]) -> UnknownValue:
     loc = unknown.resource.location
     if loc.file in too_large and loc.resource_id in too_large[loc.file]:
         return dataclasses.replace(unknown, value=f"{unknown.value} ({TOO_LARGE})")
@@ -92,7 +94,7 @@ def _properties(value: str) -> tuple[str, ...]:
     return (value.split(" ", 1)[0],)  # TargetGroupARNs, Protocol, MinSize, TargetControlPort...
 
 
-def _mark_imports(unknown, missing: dict[str, dict[str, dict[str, list[str]]]]):
+def _mark_imports(unknown: UnknownValue, missing: dict[str, dict[str, dict[str, list[str]]]]) -> UnknownValue:
     """Name the exports that none of the inputs provides when the unknown value is read from a
     property that imports them (the reason it is unknown; lint the stack that exports them too
     to decide it)."""

@@ -26,16 +26,9 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeAlias, TypeVar
 
-from ..common.definitions import (  # noqa: F401  (re-exported)
-    IGNORE_TAG,
-    LEVEL_ACCELERATOR_ONLY,
-    LEVEL_LLM,
-    ROLE_INFERENCE,
-    ROLE_TAG,
-    ROUTER_TAG,
-)
+from ..common.definitions import LEVEL_LLM
 
 
 class _Unknown:
@@ -51,7 +44,7 @@ class _Unknown:
     def __repr__(self) -> str:
         return "UNKNOWN"
 
-    def __reduce__(self):  # keep the singleton across pickling/copying
+    def __reduce__(self) -> tuple[type[_Unknown], tuple[()]]:  # keep the singleton across pickling/copying
         return (_Unknown, ())
 
 
@@ -90,6 +83,11 @@ class Invalid:
         return hash(repr(self.raw))
 
 
+T = TypeVar("T")
+#: A setting as a rule reads it: the effective value (type ``T``), or one of the two markers.
+Setting: TypeAlias = "T | Unresolved | Invalid"
+
+
 def is_unresolved(value: Any) -> bool:
     return isinstance(value, Unresolved)
 
@@ -124,6 +122,11 @@ class Candidate:
 
     value: Any
     when: str | None = None
+
+
+#: One assignment of a template's conditions and multi-valued parameters: ``("condition",
+#: name)`` → True/False, ``("parameter", name)`` → one of its candidate values.
+Scenario: TypeAlias = dict[tuple[str, str], Any]
 
 
 # --- locations and suppressions --------------------------------------------------------------
@@ -200,7 +203,7 @@ class Resource:
     id: str
     location: Location
     variant: str | None = None
-    scenario: dict[Any, Any] = field(default_factory=dict)
+    scenario: Scenario = field(default_factory=dict)
     tags: dict[str, Any] = field(default_factory=dict)
     suppressions: list[Suppression] = field(default_factory=list)
     kube: KubeOrigin | None = None  # set when the resource comes from Kubernetes
@@ -219,7 +222,7 @@ class Resource:
 class Serving:
     """Why a target group or compute serves, in which branch (``None``: always), and the level
     of the evidence (:data:`LEVEL_LLM`: the role tag or an LLM server named;
-    :data:`LEVEL_ACCELERATOR_ONLY`: accelerated compute with no sign of an LLM server). Only
+    :data:`..common.definitions.LEVEL_ACCELERATOR_ONLY`: accelerated compute with no sign of an LLM server). Only
     ``llm`` serving is judged by inference rules."""
 
     reason: str
@@ -235,23 +238,23 @@ class Serving:
 class TargetGroupSettings:
     """Effective settings of a target group (AWS defaults applied; see :mod:`.normalize`)."""
 
-    protocol: Any  # HTTP | HTTPS | TCP | TLS | UDP | TCP_UDP | GENEVE | QUIC | None (Lambda)
-    target_type: Any  # instance | ip | lambda | alb
-    family: Any  # alb | nlb | gwlb | None (Lambda)
-    sticky: Any  # bool  (stickiness.enabled)
-    sticky_type: Any  # lb_cookie | app_cookie | source_ip | source_ip_dest_ip | source_ip_dest_ip_proto
-    lb_cookie_duration: Any  # int seconds
-    app_cookie_duration: Any  # int seconds
-    cookie_name: Any  # str, or None when not set
-    cross_zone: Any  # "true" | "false" | "use_load_balancer_configuration"
-    algorithm: Any  # round_robin | least_outstanding_requests | weighted_random
-    anomaly_mitigation: Any  # "on" | "off"
-    deregistration_delay: Any  # int seconds
+    protocol: Setting[str | None]  # HTTP | HTTPS | TCP | TLS | UDP | TCP_UDP | GENEVE | QUIC | None (Lambda)
+    target_type: Setting[str]  # instance | ip | lambda | alb
+    family: str | None | Unresolved  # alb | nlb | gwlb | None (Lambda)
+    sticky: Setting[bool]  # stickiness.enabled
+    sticky_type: Setting[str]  # lb_cookie | app_cookie | source_ip | source_ip_dest_ip | source_ip_dest_ip_proto
+    lb_cookie_duration: Setting[int]  # seconds
+    app_cookie_duration: Setting[int]  # seconds
+    cookie_name: Setting[str | None]  # None when not set
+    cross_zone: Setting[str]  # "true" | "false" | "use_load_balancer_configuration"
+    algorithm: Setting[str]  # round_robin | least_outstanding_requests | weighted_random
+    anomaly_mitigation: Setting[str]  # "on" | "off"
+    deregistration_delay: Setting[int]  # seconds
     #: ``TargetControlPort``: the ALB target optimizer's port (int), or None (not used).
-    target_control_port: Any = None
+    target_control_port: Setting[int | None] = None
 
     @property
-    def cookie_duration(self) -> Any:
+    def cookie_duration(self) -> Setting[int] | None:
         """Seconds a cookie session is honoured: the duration of the effective cookie kind;
         ``None`` for non-cookie stickiness."""
         if self.sticky_type == "lb_cookie":
@@ -265,20 +268,27 @@ class TargetGroupSettings:
 
 @dataclass(frozen=True)
 class LoadBalancerSettings:
-    lb_type: Any  # application | network | gateway
-    scheme: Any  # internet-facing | internal
-    idle_timeout: Any  # int seconds (None: not an ALB setting)
-    access_logs: Any  # bool
-    cross_zone: Any  # bool
+    lb_type: Setting[str]  # application | network | gateway
+    scheme: Setting[str]  # internet-facing | internal
+    idle_timeout: Setting[int | None]  # seconds (None: not an ALB setting)
+    access_logs: Setting[bool]
+    cross_zone: Setting[bool]
+
+
+#: The settings of a load balancer or target group built without them (every source gives
+#: them; a test may not): each value unknown, so a rule reading them says "unknown".
+_NO_SETTINGS = Unresolved("no settings")
+NO_LOAD_BALANCER_SETTINGS = LoadBalancerSettings(*[_NO_SETTINGS] * 5)
+NO_TARGET_GROUP_SETTINGS = TargetGroupSettings(*[_NO_SETTINGS] * 13)
 
 
 @dataclass
 class LoadBalancer(Resource):
-    settings: LoadBalancerSettings | None = None
+    settings: LoadBalancerSettings = NO_LOAD_BALANCER_SETTINGS
 
     @property
-    def lb_type(self) -> Any:
-        return self.settings.lb_type if self.settings else Unresolved("no settings")
+    def lb_type(self) -> Setting[str]:
+        return self.settings.lb_type
 
 
 @dataclass(frozen=True)
@@ -297,7 +307,7 @@ class KubeBackend:
 
 @dataclass
 class TargetGroup(Resource):
-    settings: TargetGroupSettings | None = None
+    settings: TargetGroupSettings = NO_TARGET_GROUP_SETTINGS
     target_count: Any = Unresolved("targets registered outside the template")  # int when known
     target_ids: list[Any] = field(default_factory=list)  # Targets[].Id (logical ids, instance ids, IPs)
     load_balancer_ids: list[str] = field(default_factory=list)  # filled by Model.link()
@@ -316,8 +326,8 @@ class TargetGroup(Resource):
         return self.serving is not None and self.serving.llm
 
     @property
-    def family(self) -> Any:
-        return self.settings.family if self.settings else Unresolved("no settings")
+    def family(self) -> str | None | Unresolved:
+        return self.settings.family
 
 
 @dataclass(frozen=True)
@@ -624,6 +634,18 @@ class ModelError:
 
 # --- the model -------------------------------------------------------------------------------
 
+#: Default ALB011 threshold: the shortest AgentCore session timeout (900 s) — a turn may
+#: follow the previous one that much later and still belong to the same agent session.
+DEFAULT_MIN_COOKIE_DURATION = 900
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Thresholds a run may change (``--min-cookie-duration`` on lint/audit, the synth
+    plugin's ``min_cookie_duration``). Rules read them as ``rules.base.settings_of(model)``."""
+
+    min_cookie_duration: int = DEFAULT_MIN_COOKIE_DURATION
+
 
 @dataclass
 class Model:
@@ -666,8 +688,8 @@ class Model:
     #: Compute with serving evidence that ``llm-affinity:role=other`` silenced, with the
     #: evidence; FLEET001 records each under ``suppressed`` with the reason.
     silenced: list[tuple[Resource, Serving]] = field(default_factory=list)
-    #: Thresholds the run was asked for (see rules.base.Settings); set by the engine.
-    settings: Any = None
+    #: Thresholds the run was asked for; set by the rule runner.
+    settings: Settings | None = None
     #: The inputs (template paths) an app's model was built from, when more than one.
     parts: list[str] = field(default_factory=list)
     _lookup: "_Index | None" = field(default=None, repr=False, compare=False)
@@ -855,7 +877,7 @@ class _Index:
             self.variants[own] = self.variants.get(own, 0) + 1
 
 
-def scenario_label(assignment: dict[Any, Any]) -> str | None:
+def scenario_label(assignment: Scenario) -> str | None:
     """``condition UseTls is true; parameter Env = 'prod'`` for a scenario assignment."""
     parts = []
     for (kind, name), value in assignment.items():

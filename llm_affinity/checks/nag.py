@@ -33,6 +33,7 @@ from aws_cdk import (
 from .. import __version__
 from .lint import NOT_EXPORTED, lint_paths
 from .rules import DEFAULT_MIN_COOKIE_DURATION, SEVERITY_RANK, Settings
+from .runner import Finding, Report
 from .severity import FAIL_ON
 
 PLUGIN_NAME = "LlmAffinity"
@@ -80,7 +81,7 @@ class LlmAffinityChecks:
 
         # one violation per rule and severity: a finding may sit below its rule's severity
         # (ALB009, ALB010, FLEET008 are info on a one-replica fleet), and fail_on judges findings
-        grouped: dict[tuple[str, int], list] = {}
+        grouped: dict[tuple[str, int], list[Finding]] = {}
         for f in report.findings:
             grouped.setdefault((f.rule.id, -SEVERITY_RANK[f.severity]), []).append(f)
         violations: list[PolicyViolation] = []
@@ -135,7 +136,7 @@ class LlmAffinityChecks:
 SUMMARY_RULE = f"{PLUGIN_NAME}::Checked"
 
 
-def _summary(report, paths: list[str]) -> tuple[PolicyViolation, dict[str, str]]:
+def _summary(report: Report, paths: list[str]) -> tuple[PolicyViolation, dict[str, str]]:
     """One info entry saying what the gate checked, also when it found nothing.
 
     Why: CDK writes a plugin into validation-report.json only when it reports a violation (or

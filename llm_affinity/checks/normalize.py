@@ -38,8 +38,10 @@ from .model import (
     KvRemote,
     KvSharing,
     LoadBalancerSettings,
+    Setting,
     SgRule,
     Suppression,
+    T,
     TargetGroupSettings,
     Unresolved,
 )
@@ -77,7 +79,7 @@ def _unresolved(value: Any, what: str) -> Unresolved:
     return Unresolved(f"{what} is not resolvable from the template")
 
 
-def as_bool(value: Any, what: str = "value") -> Any:
+def as_bool(value: Any, what: str = "value") -> Setting[bool]:
     if _is_opaque(value):
         return _unresolved(value, what)
     if isinstance(value, Unresolved):
@@ -92,7 +94,7 @@ def as_bool(value: Any, what: str = "value") -> Any:
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
-def as_int(value: Any, what: str = "value") -> Any:
+def as_int(value: Any, what: str = "value") -> Setting[int]:
     if _is_opaque(value):
         return _unresolved(value, what)
     if isinstance(value, Unresolved):
@@ -111,7 +113,7 @@ def as_int(value: Any, what: str = "value") -> Any:
     return Invalid(value, "an integer")
 
 
-def as_word(value: Any, allowed: tuple[str, ...] | None, what: str = "value", upper: bool = False) -> Any:
+def as_word(value: Any, allowed: tuple[str, ...] | None, what: str = "value", upper: bool = False) -> Setting[str]:
     """Enumerated text, canonical case; Invalid when outside ``allowed``."""
     if _is_opaque(value):
         return _unresolved(value, what)
@@ -127,7 +129,7 @@ def as_word(value: Any, allowed: tuple[str, ...] | None, what: str = "value", up
     return text
 
 
-def as_text(value: Any, what: str = "value") -> Any:
+def as_text(value: Any, what: str = "value") -> Setting[str]:
     if _is_opaque(value):
         return _unresolved(value, what)
     if isinstance(value, Unresolved) or isinstance(value, str):
@@ -171,7 +173,7 @@ class Attributes:
                 continue
             self.values[key.strip()] = item.get("Value", UNKNOWN)
 
-    def get(self, key: str, convert: Callable[[Any, str], Any], default: Any) -> Any:
+    def get(self, key: str, convert: Callable[[Any, str], Setting[T]], default: T | Unresolved) -> Setting[T]:
         if key in self.values:
             return convert(self.values[key], key)
         if self.hole is not None:
@@ -179,7 +181,7 @@ class Attributes:
         return default
 
 
-def _family(protocol: Any) -> Any:
+def _family(protocol: Setting[str | None]) -> str | None | Unresolved:
     if protocol is None:
         return None
     if isinstance(protocol, (Unresolved, Invalid)):
@@ -196,10 +198,11 @@ def _family(protocol: Any) -> Any:
 _DEFAULT_TYPE = {"alb": "lb_cookie", "nlb": "source_ip"}
 
 
-def target_group(props: dict) -> TargetGroupSettings:
+def target_group(props: dict[str, Any]) -> TargetGroupSettings:
     """``AWS::ElasticLoadBalancingV2::TargetGroup`` properties → effective settings."""
     target_type = as_word(props.get("TargetType", "instance"), None, "TargetType")
     protocol_raw = props.get("Protocol", ABSENT)
+    protocol: Setting[str | None]
     if protocol_raw is ABSENT or protocol_raw is None:
         protocol = None if target_type == "lambda" else Unresolved("Protocol not set")
     else:
@@ -233,14 +236,14 @@ def target_group(props: dict) -> TargetGroupSettings:
     )
 
 
-def _optional_int(value: Any, what: str) -> Any:
+def _optional_int(value: Any, what: str) -> Setting[int | None]:
     """An integer property that may be absent (None), unresolved or invalid."""
     if value is ABSENT or value is None:
         return None
     return as_int(value, what)
 
 
-def load_balancer(props: dict) -> LoadBalancerSettings:
+def load_balancer(props: dict[str, Any]) -> LoadBalancerSettings:
     """``AWS::ElasticLoadBalancingV2::LoadBalancer`` properties → effective settings."""
     lb_type = as_word(props.get("Type", "application"), LB_TYPES, "Type")
     attrs = Attributes(props.get("LoadBalancerAttributes", ABSENT))
@@ -348,7 +351,7 @@ def asks_for_accelerators(requirements: Any) -> Any:
     return False
 
 
-def fleet_numbers(props: dict) -> dict[str, Any]:
+def fleet_numbers(props: dict[str, Any]) -> dict[str, Any]:
     """Sizes and health check of an ``AWS::AutoScaling::AutoScalingGroup`` (CloudFormation
     defaults: HealthCheckType EC2, grace period 0)."""
     desired = props.get("DesiredCapacity", ABSENT)
@@ -524,7 +527,7 @@ def container_kv(containers: Any) -> KvSharing | None:
 _PROTOCOLS = {"6": "tcp", "17": "udp", "1": "icmp", "58": "icmpv6", "all": "-1", "-1": "-1"}
 
 
-def security_group_ids(props: dict, *keys: str) -> Any:
+def security_group_ids(props: dict[str, Any], *keys: str) -> Any:
     """Security groups an EC2 launch names: the ``keys`` lists (``SecurityGroupIds``,
     ``SecurityGroups``) and ``NetworkInterfaces[].Groups`` / ``GroupSet``; ``[]`` when none is
     named (the VPC's default group), Unresolved when a list cannot be read."""
@@ -602,7 +605,7 @@ def sg_rule(item: Any, inbound: bool) -> SgRule:
 ALLOW_ALL_EGRESS = SgRule("-1", None, None, None, "0.0.0.0/0")
 
 
-def security_group(props: dict) -> dict[str, Any]:
+def security_group(props: dict[str, Any]) -> dict[str, Any]:
     """``AWS::EC2::SecurityGroup`` properties (or ``DescribeSecurityGroups`` reshaped the same
     way) → ingress and egress rules; no ``SecurityGroupEgress`` means EC2's allow-all rule."""
     egress = props.get("SecurityGroupEgress", ABSENT)
@@ -638,7 +641,7 @@ def _non_empty(value: Any, what: str) -> Any:
     return _present(value, what)
 
 
-def kv_store(rtype: str, props: dict) -> dict[str, Any]:
+def kv_store(rtype: str, props: dict[str, Any]) -> dict[str, Any]:
     """An ElastiCache resource's properties (the live API reshaped the same way by
     :mod:`.sources.aws.build`) → engine, port, encryption in transit, AUTH token, RBAC user
     groups and security groups (AWS defaults applied: port 6379, transit encryption off for a
@@ -672,7 +675,7 @@ def kv_store(rtype: str, props: dict) -> dict[str, Any]:
 # --- AgentCore Gateway --------------------------------------------------------------------------
 
 
-def gateway(props: dict) -> dict[str, Any]:
+def gateway(props: dict[str, Any]) -> dict[str, Any]:
     """``AWS::BedrockAgentCore::Gateway`` properties → authorizer, sessions, session timeout
     (the API default 3600 s applied)."""
     protocol = props.get("ProtocolConfiguration", ABSENT)
@@ -744,7 +747,7 @@ def suppressions_from_tags(tags: dict[str, Any]) -> list[Suppression]:
     return [Suppression(rid, reason) for rid in seen]
 
 
-def alarm_watches(props: dict) -> list[str]:
+def alarm_watches(props: dict[str, Any]) -> list[str]:
     """Metric names, metric-math expressions, ids and labels (and a composite alarm's rule) an
     alarm watches — what is measured, not what the alarm is called."""
     out: list[str] = []

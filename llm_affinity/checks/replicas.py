@@ -18,12 +18,15 @@ hold one replica never gets them.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .model import Fleet, Invalid, Model, Resource, Service, TargetGroup, Unresolved
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
-def _known(value: Any) -> bool:
+
+def _known(value: object) -> TypeIs[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -12,7 +12,7 @@ import json
 import os
 import re
 from collections import OrderedDict
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 from xml.etree import ElementTree as ET
 
 from ..common.files import STDIN_NAME
@@ -137,7 +137,7 @@ def render_text(report: Report, color: bool = False, verbose: bool = False) -> s
     return "\n".join(lines) + "\n"
 
 
-def _unknown_lines(report: Report, verbose: bool, paint) -> list[str]:
+def _unknown_lines(report: Report, verbose: bool, paint: Callable[[str, str], str]) -> list[str]:
     """``unknown (not decided by the inputs alone):`` then one line per entry, ``place  RULE
     resource: value``."""
     if not report.unknown:

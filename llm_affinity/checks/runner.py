@@ -4,10 +4,14 @@ unknowns. The one code path behind `lint`, `audit` and the synth-time plugin."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, TypeAlias
 
-from .model import Model, ModelError, Resource, scenario_label
+from .model import Model, ModelError, Resource, Suppression, scenario_label
 from .rules import SEVERITIES, SEVERITY_RANK, Hit, Rule, Settings, Unknown, all_rules
+
+#: What makes a finding or an unknown value the same as another: rule, resource type, resource
+#: id, file, region, then the message (or the value's name).
+ResultKey: TypeAlias = tuple[str, str, str, str | None, str | None, str]
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class Finding:
             return self.rule.kubernetes_remediation
         return self.rule.remediation
 
-    def key(self) -> tuple:
+    def key(self) -> ResultKey:
         loc = self.resource.location
         return (self.rule.id, loc.resource_type, loc.resource_id, loc.file, loc.region, self.message)
 
@@ -57,7 +61,7 @@ class UnknownValue:
     resource: Resource
     value: str
 
-    def key(self) -> tuple:
+    def key(self) -> ResultKey:
         loc = self.resource.location
         return (self.rule.id, loc.resource_type, loc.resource_id, loc.file, loc.region, self.value)
 
@@ -93,14 +97,14 @@ def evaluate(models: Sequence[Model], rules: Sequence[Rule] | None = None, setti
     """Run ``rules`` (default: all) over every model, with ``settings`` (default thresholds)."""
     rules = list(rules) if rules is not None else all_rules()
     report = Report(rules=rules)
-    seen: set[tuple] = set()
+    seen: set[ResultKey] = set()
     for model in models:
         model.settings = settings or Settings()
         report.resources_checked += model.resources_checked
         for rule in rules:
             # one finding per rule and resource: its hits grouped by message (each message with
             # the branches it holds in), the messages joined
-            hits: dict[tuple, dict[str, list[Hit]]] = {}
+            hits: dict[tuple[str, str | None, str], dict[str, list[Hit]]] = {}
             for result in rule.run(model):
                 if isinstance(result, Unknown):
                     u = UnknownValue(rule, result.resource, result.value)
@@ -164,7 +168,7 @@ def _with_variants(model: Model, hits: list[Hit]) -> str:
     return f"{message} (when {' or when '.join(labels)})"
 
 
-def _suppression_for(resource: Resource, rule_id: str):
+def _suppression_for(resource: Resource, rule_id: str) -> Suppression | None:
     if rule_id == "SUP001":  # the missing-reason report cannot silence itself
         return None
     for sup in resource.suppressions:
@@ -173,6 +177,6 @@ def _suppression_for(resource: Resource, rule_id: str):
     return None
 
 
-def _order(f: Finding) -> tuple:
+def _order(f: Finding) -> tuple[str, str, int, str, int, str]:
     loc = f.resource.location
     return (loc.file or "", loc.region or "", loc.line or 0, loc.resource_id, -SEVERITY_RANK[f.severity], f.rule.id)

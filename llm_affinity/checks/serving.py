@@ -52,6 +52,7 @@ from .model import (
     Service,
     Serving,
     Suppression,
+    TargetGroup,
     Unresolved,
     Workload,
 )
@@ -243,7 +244,9 @@ def _classify_workload(model: Model, workload: Workload, tg_role: dict[int, str 
         model.serving_unknowns.append((workload, f"{K8S_ROLE_UNKNOWN} ({verdict.reason}; no LLM server seen)"))
 
 
-def _classify_target_group(model: Model, tg: Any, tagged: str | None, fleet_verdicts: dict) -> None:
+def _classify_target_group(
+    model: Model, tg: TargetGroup, tagged: str | None, fleet_verdicts: dict[int, Serving | None]
+) -> None:
     if tagged == ROLE_INFERENCE:
         tg.serving = Serving(TAGGED)
         return
@@ -265,7 +268,9 @@ def _classify_target_group(model: Model, tg: Any, tagged: str | None, fleet_verd
                 model.serving_unknowns.append((instance, missing))
 
 
-def _target_group_evidence(model: Model, tg: Any, fleet_verdicts: dict) -> tuple[Serving | None, bool]:
+def _target_group_evidence(
+    model: Model, tg: TargetGroup, fleet_verdicts: dict[int, Serving | None]
+) -> tuple[Serving | None, bool]:
     """The strongest verdict of what is registered in ``tg`` (``llm`` before
     ``accelerator-only``), and whether it came from EC2 instances in its ``Targets`` (then the
     target group itself stands for the fleet)."""

@@ -21,7 +21,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 NAG_PLUGIN = "AwsSolutions"
 OUR_PLUGIN = "LlmAffinity"
@@ -192,7 +192,7 @@ def render(results: list[StackResult], verbose: bool = False) -> str:
         rows.append((r.name, str(r.resources), nag, ours, str(len(r.warnings))))
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
-    def line(cells) -> str:
+    def line(cells: Sequence[str]) -> str:
         return "  ".join(
             c.rjust(w) if i in (1, 4) else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ).rstrip()

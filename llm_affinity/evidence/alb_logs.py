@@ -22,10 +22,13 @@ import tempfile
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..common.files import regular_file_problem
 from .sql import IGNORED_FILE_RE
+
+if TYPE_CHECKING:
+    from .report import ErrorEntry
 
 #: File names we read inside folders and S3 prefixes (ALB writes ``*.log.gz``).
 LOG_SUFFIXES = (".log", ".gz")
@@ -50,7 +53,7 @@ class InputError:
     input: str
     message: str
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self) -> ErrorEntry:
         return {"input": self.input, "message": self.message}
 
 
@@ -81,7 +84,7 @@ class Found:
 
     files: list[LogFile] = field(default_factory=list)
     errors: list[InputError] = field(default_factory=list)
-    ignored: Counter = field(default_factory=Counter)
+    ignored: Counter[str] = field(default_factory=Counter)
 
 
 def discover(paths: list[str], *, workdir: str, s3_client: Any = None) -> Found:
@@ -102,7 +105,7 @@ def discover(paths: list[str], *, workdir: str, s3_client: Any = None) -> Found:
     return found
 
 
-def _discover_local(path: str, ignored: Counter) -> tuple[list[LogFile], InputError | None]:
+def _discover_local(path: str, ignored: Counter[str]) -> tuple[list[LogFile], InputError | None]:
     """The log files of a path: itself when it is a regular file, the ``.log``/``.gz`` regular
     files below it when it is a folder. Anything else (a FIFO, a device, a dangling link) is an
     error before DuckDB opens it: such a file would block the reader or never end."""
@@ -145,7 +148,7 @@ def split_s3_url(url: str) -> tuple[str, str]:
     return bucket, prefix
 
 
-def _discover_s3(url: str, workdir: str, client: Any, ignored: Counter) -> tuple[list[LogFile], InputError | None]:
+def _discover_s3(url: str, workdir: str, client: Any, ignored: Counter[str]) -> tuple[list[LogFile], InputError | None]:
     try:
         bucket, prefix = split_s3_url(url)
     except ValueError as exc:

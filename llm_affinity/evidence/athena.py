@@ -169,7 +169,7 @@ class Runner:
             kwargs["WorkGroup"] = self.workgroup
         if self.output:
             kwargs["ResultConfiguration"] = {"OutputLocation": self.output}
-        qid = self.client.start_query_execution(**kwargs)["QueryExecutionId"]
+        qid: str = self.client.start_query_execution(**kwargs)["QueryExecutionId"]
         deadline = self.clock() + self.timeout_s
         delay = min(self.poll_s, 0.2)
         while True:

@@ -10,9 +10,14 @@ chart), p95 solid and p50 dotted; the legend is drawn once, below the panels."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Sequence, cast
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, cast
 
 from ..common.commands import UsageError
+
+if TYPE_CHECKING:  # matplotlib loads only when a chart is drawn
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 class ChartUnavailable(RuntimeError):
@@ -46,7 +51,8 @@ def usage_errors(path: str) -> Iterator[None]:
         raise UsageError(f"--chart {path}: {exc.strerror or exc}") from None
 
 
-def _pyplot():
+def _pyplot() -> ModuleType:
+    """matplotlib.pyplot on the Agg backend (ChartUnavailable without the extra)."""
     try:
         import matplotlib
 
@@ -60,11 +66,14 @@ def _pyplot():
 def _colours(names: Sequence[str]) -> dict[str, Any]:
     from matplotlib import colormaps
 
-    palette = cast(Any, colormaps["tab10"]).colors  # tab10 is a ListedColormap
+    # tab10 is a ListedColormap of RGB tuples; matplotlib types .colors as numpy's ArrayLike
+    palette = cast(Any, colormaps["tab10"]).colors
     return {name: palette[i % len(palette)] for i, name in enumerate(names)}
 
 
-def _turn_panels(hit_ax, ttft_ax, series: Mapping[str, Sequence[Mapping[str, Any]]], colours) -> None:
+def _turn_panels(
+    hit_ax: Axes, ttft_ax: Axes, series: Mapping[str, Sequence[Mapping[str, Any]]], colours: dict[str, Any]
+) -> None:
     from matplotlib.ticker import MaxNLocator
 
     for name, per_turn in series.items():
@@ -85,7 +94,7 @@ def _turn_panels(hit_ax, ttft_ax, series: Mapping[str, Sequence[Mapping[str, Any
         ax.grid(alpha=0.3)
 
 
-def _save(plt, fig, path: str, title: str) -> None:
+def _save(plt: ModuleType, fig: Figure, path: str, title: str) -> None:
     handles, labels = [], []
     for ax in fig.axes:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..common.commands import (
     EXIT_BELOW,
@@ -29,6 +29,9 @@ from ..common.commands import (
     say,
 )
 from ..common.commands import fraction as _fraction
+
+if TYPE_CHECKING:
+    from .report import ErrorEntry
 
 HELP = "drive synthetic multi-turn sessions through a front: stickiness and cache hit rate per turn"
 DESCRIPTION = (
@@ -275,7 +278,7 @@ def _progress_bar(cfg: Any) -> Any:
     )
 
 
-def _error_lines(errors: list[dict[str, str]]) -> list[str]:
+def _error_lines(errors: list[ErrorEntry]) -> list[str]:
     """One stderr line per distinct failure message (with how many requests it hit)."""
     seen: dict[str, list[str]] = {}
     for error in errors:

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING, Any
 
 from ..common.commands import UsageError, add_output_options, emit, number, open_output
 from ..common.lmcache import STORE_NODE_TYPE_DEFAULT
+
+if TYPE_CHECKING:  # the simulator loads in run()
+    from .simulate.workload import Workload
 
 HELP = "simulate a vLLM fleet behind each routing policy (deterministic)"
 DESCRIPTION = (
@@ -147,7 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chart", metavar="FILE.png", help="hit rate and TTFT per turn, one colour per policy")
 
 
-def _scalar(text: str):
+def _scalar(text: str) -> int | float | str:
     """A flag's text as the YAML value it would be (int, float or string)."""
     for conv in (int, float):
         try:
@@ -157,7 +161,7 @@ def _scalar(text: str):
     return text
 
 
-def build_workload(args: argparse.Namespace):
+def build_workload(args: argparse.Namespace) -> tuple[Workload, set[str]]:
     """The workload from --workload and the flags (UsageError on any bad value), and the keys
     they set (a calibration report does not override those)."""
     from .simulate.workload import Workload, WorkloadError, check_value, load_file_keys
@@ -201,7 +205,7 @@ def policy_names(text: str | None) -> list[str]:
     return names
 
 
-def apply_calibration(wl, given: set[str], path: str) -> dict:
+def apply_calibration(wl: Workload, given: set[str], path: str) -> dict[str, Any]:
     """Fitted rates into the workload; the report's shape into every key the flags and the
     workload file left unset."""
     from .simulate.calibrate import CalibrationError, calibrate_file
@@ -223,7 +227,7 @@ def apply_calibration(wl, given: set[str], path: str) -> dict:
     return cal.as_dict()
 
 
-def write_chart_or_fail(path: str, result: dict, title: str) -> None:
+def write_chart_or_fail(path: str, result: dict[str, Any], title: str) -> None:
     from .chart import usage_errors, write_policy_chart
 
     with usage_errors(path):

@@ -18,7 +18,7 @@ import re
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..common.commands import (
@@ -35,6 +35,10 @@ from ..common.commands import (
 )
 from .report import judge, with_errors
 from .report_text import render_text, unmet_expectations
+
+if TYPE_CHECKING:
+    from .alb_logs import InputError
+    from .report import Report
 
 HELP = "compute the affinity SLIs from telemetry JSONL, ALB access logs and engine /metrics"
 DESCRIPTION = (
@@ -266,16 +270,15 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if report["verdict"]["passed"] else EXIT_BELOW
 
 
-def _heading(args: argparse.Namespace, report: dict[str, Any]) -> str:
+def _heading(args: argparse.Namespace, report: Report) -> str:
     inputs = args.telemetry or args.alb_logs or args.metrics
     shown = ", ".join(inputs[:3]) + (f" and {len(inputs) - 3} more" if len(inputs) > 3 else "")
     return f"llm-affinity sli {report['source']} ({shown})"
 
 
-def _compute(args: argparse.Namespace, workdir: str) -> tuple[dict[str, Any], bool]:
+def _compute(args: argparse.Namespace, workdir: str) -> tuple[Report, bool]:
     """(the report, whether the --deadline cut the scraping short)."""
     from . import sql
-    from .alb_logs import InputError
 
     errors: list[InputError] = []
     duration = args.stickiness_duration
@@ -353,7 +356,7 @@ def _has_layout(url: str) -> bool:
     return bool(_LAYOUT.search(url.rstrip("/")))
 
 
-def _athena_report(args: argparse.Namespace, errors: list[Any]) -> tuple[dict[str, Any], int]:
+def _athena_report(args: argparse.Namespace, errors: list[InputError]) -> tuple[Report, int]:
     """(the report, files ignored by name: connection, health-check and NLB logs in the prefix)."""
     from botocore.exceptions import BotoCoreError, ClientError
 

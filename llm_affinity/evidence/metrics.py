@@ -33,9 +33,12 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .alb_logs import InputError
+
+if TYPE_CHECKING:
+    from .report import EngineView, Report
 
 #: The metric prefix of each engine, in the order they are recognised.
 SERVERS = (("vllm", "vllm:"), ("sglang", "sglang:"), ("llama.cpp", "llamacpp:"))
@@ -132,7 +135,7 @@ def _total(samples: Mapping[str, list[float]], name: str) -> float | None:
     return None if values is None else sum(values)
 
 
-def _delta(first: Mapping, second: Mapping, name: str) -> float | None:
+def _delta(first: Samples, second: Samples, name: str) -> float | None:
     a, b = _total(first, name), _total(second, name)
     if a is None or b is None:
         return None
@@ -159,7 +162,7 @@ def _hits_over(hits: float | None, queries: float | None, what: str) -> float | 
     return hits / queries
 
 
-def _vllm(first: Mapping, second: Mapping) -> tuple[float | None, str | None, float | None, float | None]:
+def _vllm(first: Samples, second: Samples) -> tuple[float | None, str | None, float | None, float | None]:
     rate: float | None = None
     source: str | None = None
     for prefix in ("vllm:prefix_cache", "vllm:gpu_prefix_cache"):
@@ -177,7 +180,7 @@ def _vllm(first: Mapping, second: Mapping) -> tuple[float | None, str | None, fl
     return rate, source, _total(second, "vllm:num_requests_waiting"), usage
 
 
-def _sglang(first: Mapping, second: Mapping) -> tuple[float | None, str | None, float | None, float | None]:
+def _sglang(first: Samples, second: Samples) -> tuple[float | None, str | None, float | None, float | None]:
     cached, prompt = _delta(first, second, "sglang:cached_tokens"), _delta(first, second, "sglang:prompt_tokens")
     source: str | None
     if cached is not None and prompt is not None:
@@ -190,7 +193,7 @@ def _sglang(first: Mapping, second: Mapping) -> tuple[float | None, str | None, 
     return rate, source, _total(second, "sglang:num_queue_reqs"), usage
 
 
-def _llamacpp(first: Mapping, second: Mapping) -> tuple[float | None, str | None, float | None, float | None]:
+def _llamacpp(first: Samples, second: Samples) -> tuple[float | None, str | None, float | None, float | None]:
     cached = _delta(first, second, "llamacpp:prompt_tokens_cached")
     computed = _delta(first, second, "llamacpp:prompt_tokens")
     if cached is not None and computed is not None:
@@ -205,7 +208,7 @@ def _llamacpp(first: Mapping, second: Mapping) -> tuple[float | None, str | None
 _VIEWS = {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llamacpp}
 
 
-def engine_view(first: Samples, second: Samples) -> dict[str, Any]:
+def engine_view(first: Samples, second: Samples) -> EngineView:
     """The engine entry from two scrapes (see the module docstring); MetricsFormatError when
     neither scrape is a known engine's or a value is impossible."""
     server = server_of(second)
@@ -318,7 +321,7 @@ def scrape_engines(
     limits: ScrapeLimits | None = None,
     get: Callable[[str], str] | None = None,
     sleep: Callable[[float], None] = time.sleep,
-) -> tuple[dict[str, Any], list[InputError], bool]:
+) -> tuple[dict[str, EngineView], list[InputError], bool]:
     """Scrape every URL, wait ``interval_s``, scrape it again: ``({url: engine view}, errors,
     incomplete)``. Engines are scraped side by side (a slow one delays no other). An engine
     that cannot be scraped, or is not a known engine, is one error and is left out;
@@ -331,7 +334,7 @@ def scrape_engines(
         get, close = _http_get(limits)
     fetch = get
 
-    def two_scrapes(url: str) -> tuple[Any, InputError | None, bool]:
+    def two_scrapes(url: str) -> tuple[EngineView | None, InputError | None, bool]:
         if limits.expired():
             return None, InputError(url, "not scraped: the --deadline expired"), True
         try:
@@ -349,7 +352,7 @@ def scrape_engines(
         except Exception as exc:
             return None, InputError(url, f"cannot scrape: {_reason(exc, limits)}"), limits.expired()
 
-    engines: dict[str, Any] = {}
+    engines: dict[str, EngineView] = {}
     errors: list[InputError] = []
     incomplete = False
     try:
@@ -358,15 +361,15 @@ def scrape_engines(
                 incomplete = incomplete or cut
                 if error is not None:
                     errors.append(error)
-                else:
+                elif view is not None:  # (always, without an error)
                     engines[url] = view
     finally:
         close()
     return engines, errors, incomplete
 
 
-def merge_engine(report: Mapping[str, Any], engines: dict[str, Any]) -> dict[str, Any]:
+def merge_engine(report: Report, engines: dict[str, EngineView]) -> Report:
     """The report with the ``engine`` key appended (after the contract keys)."""
-    out = dict(report)
+    out = report.copy()
     out["engine"] = dict(sorted(engines.items()))
     return out

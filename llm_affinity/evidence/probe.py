@@ -43,11 +43,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from .report import Record
 from .telemetry import MAX_TOKENS
+
+if TYPE_CHECKING:
+    from .report import ErrorEntry
 
 COOKIE_MODES = ("per-session", "shared", "none")
 DEFAULT_INSTANCE_HEADER = "X-Served-By"
@@ -109,7 +112,7 @@ class ProbeConfig:
 class ProbeResult:
     model: str
     records: list[Record] = field(default_factory=list)
-    errors: list[dict[str, str]] = field(default_factory=list)
+    errors: list[ErrorEntry] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
     #: the deadline stopped the run: requests not finished by then are not in ``records``
     incomplete: bool = False
@@ -237,7 +240,7 @@ class _Outcome:
     cut: bool = False  # the run's deadline stopped it: neither a record nor an error
 
 
-def _read_stream(resp: Any, started: float, cfg: ProbeConfig) -> tuple[float | None, list[str], dict | None]:
+def _read_stream(resp: Any, started: float, cfg: ProbeConfig) -> tuple[float | None, list[str], dict[str, Any] | None]:
     """TTFT (ms), content parts and the last usage object of an SSE chat completion stream,
     read to its very end (a response left unread closes the connection instead of returning it
     to the pool); ValueError for a line that is not an OpenAI chunk."""
@@ -280,7 +283,7 @@ def _read_stream(resp: Any, started: float, cfg: ProbeConfig) -> tuple[float | N
     return ttft, parts, usage
 
 
-def _token_count(usage: dict, where: str, value: Any) -> int | None:
+def _token_count(usage: dict[str, Any], where: str, value: Any) -> int | None:
     """A token count from usage, or ValueError naming the impossible value."""
     if value is None:
         return None

@@ -37,7 +37,7 @@ from typing import Any
 
 from .recommend_snippets import TOOL_ROW, construct, rules, snippet_cookie_s
 from .simulate.seeds import RECOMMEND_SEEDS, simulate_variants
-from .simulate.workload import Workload, resolve
+from .simulate.workload import ResolvedWorkload, Workload, resolve
 
 ROWS = (
     "alb_lb_cookie",
@@ -78,7 +78,7 @@ class Facts:
     restart_risk: str  # "" when restarts are rare
 
 
-def facts(wl: Workload) -> Facts:
+def facts(wl: ResolvedWorkload) -> Facts:
     _, max_turns = wl.turn_range()
     per_turn_s = wl.think_time_s + wl.output_tokens / wl.decode_tokens_per_s
     lifetime = max_turns * per_turn_s
@@ -108,7 +108,8 @@ class Candidate:
 
     @property
     def p95(self) -> float:
-        return self.result["ttft_p95_ms"]
+        p95: float = self.result["ttft_p95_ms"]  # (the simulator's result: JSON-shaped)
+        return p95
 
     @property
     def interval(self) -> list[float]:
@@ -121,7 +122,7 @@ class Candidate:
         return self.p95 is None or self.p95 > SATURATED_MS
 
 
-def candidates(wl: Workload) -> tuple[list[Candidate], dict[str, str]]:
+def candidates(wl: ResolvedWorkload) -> tuple[list[Candidate], dict[str, str]]:
     """The rows this workload allows, simplest first, and why each other row is not one."""
     ray = wl.serving_stack == "ray_serve"
     stable_tcp = wl.protocol == "tcp" and not (wl.clients_behind_nat > 0 or wl.ip_churn > 0)
@@ -171,7 +172,7 @@ def candidates(wl: Workload) -> tuple[list[Candidate], dict[str, str]]:
     return out, why_not
 
 
-def simulated_workload(wl: Workload) -> tuple[Workload, dict[str, str] | None]:
+def simulated_workload(wl: ResolvedWorkload) -> tuple[ResolvedWorkload, dict[str, str] | None]:
     """The workload the candidates run on, and the ALB011 warning: a cookie shorter than the
     think time expires between turns; the snippet uses a valid duration, so the ALB rows are
     simulated with it."""
@@ -189,7 +190,7 @@ def simulated_workload(wl: Workload) -> tuple[Workload, dict[str, str] | None]:
     return replace(wl, cookie_duration_s=float(fixed)), warning
 
 
-def evaluate(wl: Workload, cands: list[Candidate], seeds: int) -> dict[str, Any]:
+def evaluate(wl: ResolvedWorkload, cands: list[Candidate], seeds: int) -> dict[str, Any]:
     """Simulate every candidate (and the reference policies); their results and causes."""
     variants = [(c.label, c.policy, {"shared_kv": True} if c.shared_kv else {}) for c in cands]
     variants += [(p, p, {}) for p in REFERENCE if p not in {c.label for c in cands}]
@@ -202,7 +203,7 @@ def evaluate(wl: Workload, cands: list[Candidate], seeds: int) -> dict[str, Any]
     return simulation
 
 
-def cause(wl: Workload, c: Candidate) -> str:
+def cause(wl: ResolvedWorkload, c: Candidate) -> str:
     """Why a candidate collapsed, scattered sessions or fell behind, in the table's words."""
     r = c.result
     imbalance, stability = r["imbalance"] or 1.0, r["stability"]
@@ -278,7 +279,7 @@ ROW_WHY = {
 
 
 def explain_choice(
-    wl: Workload, f: Facts, cands: list[Candidate], choice: Candidate, tied: list[Candidate], undersized: bool
+    wl: ResolvedWorkload, f: Facts, cands: list[Candidate], choice: Candidate, tied: list[Candidate], undersized: bool
 ) -> str:
     parts = [f"{ROW_WHY[choice.row]}; simulated over the seeds: {numbers(choice)}"]
     if not undersized:
@@ -333,7 +334,7 @@ def explain_alternatives(cands: list[Candidate], choice: Candidate, why_not: dic
     return out
 
 
-def one_instance(wl: Workload, seeds: int) -> tuple[Candidate, dict[str, Any], str]:
+def one_instance(wl: ResolvedWorkload, seeds: int) -> tuple[Candidate, dict[str, Any], str]:
     """With one instance every front routes every request to it: the engine is what matters."""
     cands, _ = candidates(wl)
     choice = cands[0]

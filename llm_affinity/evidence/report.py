@@ -27,9 +27,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 TOOL = "llm-affinity"
+
+if TYPE_CHECKING:
+    from typing import Literal, TypedDict
+
+    __version__: str  # read by __getattr__ below, on first use
 
 
 def _version() -> str:
@@ -69,6 +74,82 @@ TURN_KEYS = ("turn", "requests", "prompt_tokens", "cached_tokens", "hit_rate", "
 RECORD_KEYS = ("ts", "session", "turn", "instance", "prompt_tokens", "cached_tokens", "ttft_ms", "status")
 
 
+# --- the report's shape (docs/contract.md; the key order of the JSON is the order below) --------
+# For the type checker only: the report is a plain dict at run time, and defining these
+# classes would cost every command's start-up (the CLI imports this module to build its
+# parser). Import them under ``if TYPE_CHECKING:`` too.
+
+if TYPE_CHECKING:
+
+    class ErrorEntry(TypedDict):
+        """An input, endpoint or request that failed (``--deadline`` for a run cut short)."""
+
+        input: str
+        message: str
+
+    class TurnEntry(TypedDict):
+        """One ``per_turn`` entry (:data:`TURN_KEYS`)."""
+
+        turn: int
+        requests: int
+        prompt_tokens: int | None
+        cached_tokens: int | None
+        hit_rate: float | None
+        ttft_p50_ms: float | None
+        ttft_p95_ms: float | None
+
+    class Check(TypedDict):
+        """One expectation of the verdict (``--expect-stability``, ``--expect-hit-rate``)."""
+
+        name: str  # the report key judged
+        value: float | None
+        threshold: float
+        passed: bool
+
+    class Verdict(TypedDict):
+        label: str
+        passed: bool
+        checks: list[Check]
+
+    class Figures(TypedDict):
+        """The report without its verdict: what :func:`judge` reads."""
+
+        tool: str
+        version: str
+        source: str
+        sessions: int
+        requests: int
+        errors: list[ErrorEntry]
+        stability: float | None
+        moves_per_session: float | None
+        instances: dict[str, int]
+        imbalance: float | None
+        per_turn: list[TurnEntry]
+        expiries: int | None
+        warm_hit_rate: float | None
+
+    class EngineView(TypedDict):
+        """One engine's entry under ``engine`` (`sli --metrics`; metrics.py)."""
+
+        server: str
+        prefix_cache_hit_rate: float | None
+        hit_rate_from: str | None
+        requests_waiting: int | None
+        kv_cache_usage: float | None
+
+    class SliKeys(TypedDict, total=False):
+        """What `sli` appends after the verdict: ``ignored_files`` (ALB sources), ``engine``
+        (``--metrics``: per URL)."""
+
+        ignored_files: int
+        engine: dict[str, EngineView]
+
+    class Report(Figures, SliKeys):
+        """THE report of probe and sli (:data:`REPORT_KEYS`, in order; sli's own keys after them)."""
+
+        verdict: Verdict
+
+
 @dataclass
 class Record:
     """One request as the SLIs see it. ``ts`` is the request time in epoch seconds (float,
@@ -87,7 +168,7 @@ class Record:
         return asdict(self)
 
 
-def order_key(record: Record) -> tuple:
+def order_key(record: Record) -> tuple[float, float]:
     """Request time, ties broken by turn number (unknown turns last)."""
     return (record.ts, record.turn if record.turn is not None else math.inf)
 
@@ -173,7 +254,7 @@ class SliAccumulator:
             for n, t in sorted(self.turns.items())
         ]
 
-    def report(self, source: str, errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    def report(self, source: str, errors: list[ErrorEntry] | None = None) -> Report:
         return assemble(
             source=source,
             sessions=len(self._last),
@@ -205,20 +286,20 @@ def assemble(
     source: str,
     sessions: int,
     requests: int,
-    errors: list[dict[str, str]],
+    errors: list[ErrorEntry],
     pairs: int,
     moves: int,
     instances: dict[str, int],
     turns: Sequence[TurnFigures],
     expiries: int | None,
-) -> dict[str, Any]:
+) -> Report:
     """THE report dict (keys :data:`REPORT_KEYS`, in order), from counts: the streaming
     accumulator (probe, simulate's tap) and the SQL rows (sli: DuckDB, Athena) both end here, so
     every ratio is computed once, by the same float operations. ``verdict`` is the verdict
     without expectations; the commands replace it with :func:`judge` of their flags."""
     counts = list(instances.values())
     mean = (sum(counts) / len(counts)) if counts else None
-    per_turn = [
+    per_turn: list[TurnEntry] = [
         {
             "turn": t.turn,
             "requests": t.requests,
@@ -232,7 +313,7 @@ def assemble(
         }
         for t in sorted(turns, key=lambda t: t.turn)
     ]
-    report: dict[str, Any] = {
+    figures: Figures = {
         "tool": TOOL,
         "version": _version(),
         "source": source,
@@ -246,29 +327,31 @@ def assemble(
         "per_turn": per_turn,
         "expiries": expiries,
         "warm_hit_rate": warm_hit_rate(per_turn),
-        "verdict": None,
     }
-    report["verdict"] = judge(report)
-    return report
+    return {**figures, "verdict": judge(figures)}  # the verdict last, as REPORT_KEYS says
 
 
-def with_errors(report: Mapping[str, Any], errors: list[dict[str, str]]) -> dict[str, Any]:
+def with_errors(report: Report, errors: list[ErrorEntry]) -> Report:
     """The report with ``errors`` replaced (keys and their order kept) and its verdict judged
     again (errors make it FAILED)."""
-    out = dict(report)
+    out = report.copy()
     out["errors"] = list(errors)
     out["verdict"] = judge(out)
     return out
 
 
-def warm_hit_rate(per_turn: Sequence[Mapping[str, Any]]) -> float | None:
+def warm_hit_rate(per_turn: Sequence[TurnEntry]) -> float | None:
     """Σ cached / Σ prompt tokens over turns 2 and later (turn 1 is cold by construction: only
     a shared system prompt can hit); over turn 1 when it is the only turn with tokens. ``None``
     when no tokens are known. What `--expect-hit-rate` checks, in probe and in sli."""
-    known = [t for t in per_turn if t["prompt_tokens"] is not None and t["cached_tokens"] is not None]
-    warm = [t for t in known if t["turn"] >= 2] or known
-    prompt = sum(t["prompt_tokens"] for t in warm)
-    return sum(t["cached_tokens"] for t in warm) / prompt if prompt else None
+    known = [
+        (t["turn"], prompt, cached)
+        for t in per_turn
+        if (prompt := t["prompt_tokens"]) is not None and (cached := t["cached_tokens"]) is not None
+    ]
+    warm = [k for k in known if k[0] >= 2] or known
+    prompt_sum = sum(prompt for _, prompt, _ in warm)
+    return sum(cached for _, _, cached in warm) / prompt_sum if prompt_sum else None
 
 
 #: Stability at or above which a front is called sticky, and "mostly sticky".
@@ -277,7 +360,7 @@ STICKY, MOSTLY_STICKY = 0.99, 0.9
 PINNED_SHARE = 0.8
 
 
-def affinity_state(report: Mapping[str, Any]) -> str:
+def affinity_state(report: Figures) -> str:
     """One word for the verdicts of probe and sli: ``unknown``, ``pinned`` (sessions stay put
     but one instance takes nearly everything: a shared cookie jar or NAT'd clients), ``sticky``,
     ``mostly sticky`` or ``not sticky``.
@@ -305,16 +388,19 @@ STATE_LABELS = {
     "not sticky": "NOT STICKY",
 }
 #: The checks ``--expect-stability`` and ``--expect-hit-rate`` make, by the report key they read.
-CHECKED = (("stability", "expect_stability"), ("warm_hit_rate", "expect_hit_rate"))
+CHECKED: tuple[tuple[Literal["stability", "warm_hit_rate"], str], ...] = (
+    ("stability", "expect_stability"),
+    ("warm_hit_rate", "expect_hit_rate"),
+)
 
 
 def judge(
-    report: Mapping[str, Any],
+    report: Figures,
     *,
     expect_stability: float | None = None,
     expect_hit_rate: float | None = None,
     incomplete: bool = False,
-) -> dict[str, Any]:
+) -> Verdict:
     """THE verdict of probe and sli: ``{label, passed, checks}``.
 
     - ``checks``: one ``{name, value, threshold, passed}`` per expectation given; ``name`` is
@@ -325,7 +411,7 @@ def judge(
     - ``passed``: the exit code is 0 (no error, not incomplete, every check passed).
     """
     thresholds = {"expect_stability": expect_stability, "expect_hit_rate": expect_hit_rate}
-    checks = []
+    checks: list[Check] = []
     for key, flag in CHECKED:
         threshold = thresholds[flag]
         if threshold is None:
@@ -350,9 +436,9 @@ def build_report(
     records: Iterable[Record],
     source: str,
     *,
-    errors: list[dict[str, str]] | None = None,
+    errors: list[ErrorEntry] | None = None,
     stickiness_duration_s: float | None = None,
-) -> dict[str, Any]:
+) -> Report:
     """The report of a set of records (sorted here by request time, then turn)."""
     acc = SliAccumulator(stickiness_duration_s)
     acc.extend(sorted(records, key=order_key))

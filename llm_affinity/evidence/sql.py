@@ -32,7 +32,10 @@ returning ``''`` (DuckDB) or ``NULL`` (Trino) when there is nothing (normalised 
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from .report import ErrorEntry, Report
 
 DUCKDB, ATHENA = "duckdb", "athena"
 DIALECTS = (DUCKDB, ATHENA)
@@ -389,8 +392,8 @@ def alb_report_sql(
 
 
 def rows_to_report(
-    rows: Sequence[Mapping[str, Any]], source: str, *, errors: list[dict[str, str]], stickiness_duration_s: float | None
-) -> tuple[dict[str, Any], dict[str, int]]:
+    rows: Sequence[Mapping[str, Any]], source: str, *, errors: list[ErrorEntry], stickiness_duration_s: float | None
+) -> tuple[Report, dict[str, int]]:
     """The report dict (:func:`report.assemble`, the one builder) from the report rows, and the
     skipped line counts per file (``skipped`` rows)."""
     from .report import TurnFigures, assemble

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..common.files import regular_file_problem
 from . import sql
 from .alb_logs import InputError, LogFile, salvage_gzip
 from .report import with_errors
+
+if TYPE_CHECKING:
+    from .report import Report
 
 #: What a memory limit may look like (a number and a unit: never SQL).
 _MEMORY_LIMIT = re.compile(r"[0-9]{1,15}(\.[0-9]{1,6})? ?([KMGT]i?B|B)", re.IGNORECASE)
@@ -76,7 +79,8 @@ class LogDatabase:
                 errors.append(InputError(path, f"cannot read: {exc.strerror or exc}"))
                 continue
             if copy.good:
-                offset = self.con.execute("SELECT count(*) FROM records").fetchone()[0]
+                row = self.con.execute("SELECT count(*) FROM records").fetchone()
+                offset = row[0] if row is not None else 0  # (count(*) always has its row)
                 self._insert_json(clean, offset)
             message = copy.message()
             if not copy.good:
@@ -183,9 +187,7 @@ class LogDatabase:
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
-    def report(
-        self, source: str, *, errors: list[InputError], stickiness_duration_s: float | None = None
-    ) -> dict[str, Any]:
+    def report(self, source: str, *, errors: list[InputError], stickiness_duration_s: float | None = None) -> Report:
         """The report, with one error per file holding lines that are not ALB access lines."""
         report, skipped = sql.rows_to_report(
             self.rows(stickiness_duration_s), source, errors=[], stickiness_duration_s=stickiness_duration_s

@@ -77,7 +77,7 @@ class InvalidRecord(ValueError):
         self.kind = kind
 
 
-def _count(data: dict, key: str, low: int, high: int, what: str) -> int | None:
+def _count(data: dict[str, Any], key: str, low: int, high: int, what: str) -> int | None:
     value = data.get(key)
     if value is None:
         return None
@@ -91,10 +91,15 @@ def _count(data: dict, key: str, low: int, high: int, what: str) -> int | None:
     return value
 
 
-def _number(data: dict, key: str, low: float, high: float, what: str) -> float | None:
+def _number(data: dict[str, Any], key: str, low: float, high: float, what: str) -> float | None:
     value = data.get(key)
     if value is None:
         return None
+    return _number_value(value, key, low, high, what)
+
+
+def _number_value(value: Any, key: str, low: float, high: float, what: str) -> float:
+    """A number that is there (not None), as a float, or InvalidRecord naming what is wrong."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         if isinstance(value, (dict, list)):
             raise InvalidRecord("nested JSON", f"'{key}' is nested JSON, not {what}")
@@ -110,7 +115,7 @@ def _number(data: dict, key: str, low: float, high: float, what: str) -> float |
     return number
 
 
-def _string(data: dict, key: str) -> str | None:
+def _string(data: dict[str, Any], key: str) -> str | None:
     value = data.get(key)
     if value is None:
         return None
@@ -144,7 +149,7 @@ def parse_record(data: Any) -> Record:
     if ts is None:
         raise InvalidRecord("no 'ts'")
     if not (type(ts) is float and 0.0 <= ts <= MAX_TS):  # NaN fails the comparison too
-        ts = _number(data, "ts", 0.0, MAX_TS, "a request time (epoch seconds)")
+        ts = _number_value(ts, "ts", 0.0, MAX_TS, "a request time (epoch seconds)")
     session, instance = get("session"), get("instance")
     if not (session is None or (type(session) is str and len(session) <= MAX_STRING)):
         session = _string(data, "session")
@@ -226,7 +231,7 @@ class CleanCopy:
     """What :func:`clean_copy` kept and skipped (skipped records by reason)."""
 
     good: int = 0
-    skipped: Counter = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
     first: str = ""
 
     def message(self) -> str | None:

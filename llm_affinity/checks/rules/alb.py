@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..model import Forward, Listener, Model, TargetGroup
+from ..model import Forward, Listener, Model, Setting, TargetGroup
 from ..replicas import fronts_one_replica
 from .base import Hit, Result, Unknown, rule, settings_of
 from .common import (
@@ -208,7 +208,7 @@ def alb005(model: Model) -> Iterator[Result]:
         for forward in listener.forwards:
             if forward.distinct_groups < 2:
                 continue
-            states = []
+            states: list[Setting[bool] | str] = []  # "outside": a group outside the model
             for groups in _groups_of(model, listener, forward):
                 states += [tg.settings.sticky for tg in groups] if groups else ["outside"]
             if True not in states:

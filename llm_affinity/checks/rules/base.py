@@ -12,8 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Union
 
+from ..model import DEFAULT_MIN_COOKIE_DURATION as DEFAULT_MIN_COOKIE_DURATION  # re-exported with Settings
 from ..model import Model, Resource
-from ..severity import SEVERITIES, SEVERITY_RANK  # noqa: F401  (re-exported)
+from ..model import Settings as Settings  # the thresholds live with the model that carries them
+from ..severity import SEVERITIES as SEVERITIES  # re-exported: the rules' public names
+from ..severity import SEVERITY_RANK as SEVERITY_RANK
 
 #: ``meta`` is for rules about the tool's own input (SUP001: suppressions).
 LAYERS = ("routing", "engine", "tool-session", "meta")
@@ -41,19 +44,6 @@ FAILURE_MODES = {
     "KV": "KV shared out of the instance: the shared store unreachable, or slower than a local hit",
     "META": "the tool's own input (suppressions)",
 }
-
-#: Default ALB011 threshold: the shortest AgentCore session timeout (900 s) — a turn may
-#: follow the previous one that much later and still belong to the same agent session.
-DEFAULT_MIN_COOKIE_DURATION = 900
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Thresholds a run may change (``--min-cookie-duration`` on lint/audit, the synth
-    plugin's ``min_cookie_duration``)."""
-
-    min_cookie_duration: int = DEFAULT_MIN_COOKIE_DURATION
-
 
 DEFAULT_SETTINGS = Settings()
 

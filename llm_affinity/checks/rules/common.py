@@ -5,10 +5,13 @@ others)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
-from ..model import Invalid, LoadBalancer, Model, Resource, TargetGroup, Unresolved
+from ..model import Invalid, LoadBalancer, Model, Resource, Serving, TargetGroup, Unresolved
 from ..replicas import single
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 MAX_STICKY_SECONDS = 604800  # 7 days, for cookie durations and group stickiness
 DOCS_ALB_STICKY = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/sticky-sessions.html"
@@ -21,11 +24,11 @@ DOCS_NLB_TG = (
 DOCS_NLB_CROSS_ZONE = "https://docs.aws.amazon.com/elasticloadbalancing/latest/network/target-group-cross-zone.html"
 
 
-def unresolved(value: Any) -> bool:
+def unresolved(value: object) -> TypeIs[Unresolved]:
     return isinstance(value, Unresolved)
 
 
-def invalid(value: Any) -> bool:
+def invalid(value: object) -> TypeIs[Invalid]:
     return isinstance(value, Invalid)
 
 
@@ -42,8 +45,14 @@ def inference_target_groups(model: Model) -> Iterator[TargetGroup]:
             yield tg
 
 
-def when(tg: TargetGroup) -> str | None:
-    """The branch a target group serves inference in (``None``: always)."""
+class Judged(Protocol):
+    """What serving classification judges: target groups, fleets, ECS services, workloads."""
+
+    serving: Serving | None
+
+
+def when(tg: Judged) -> str | None:
+    """The branch a target group (a fleet...) serves inference in (``None``: always)."""
     return tg.serving.when if tg.serving is not None else None
 
 
@@ -56,7 +65,7 @@ def fronted_when(tgs: list[TargetGroup]) -> str | None:
 def inference_albs(model: Model) -> Iterator[tuple[LoadBalancer, str | None, list[TargetGroup]]]:
     """ALBs in front of LLM inference: (load balancer, branch, the inference groups it fronts)."""
     for lb in model.load_balancers:
-        if lb.settings is None or lb.settings.lb_type != "application":
+        if lb.settings.lb_type != "application":
             continue
         fronted = [tg for tg in model.target_groups_behind(lb) if tg.inference]
         if fronted:

@@ -192,7 +192,7 @@ def fleet003(model: Model) -> Iterator[Result]:
             yield Hit(workload, f"{name(workload)} starts vLLM with prefix caching disabled ({match.group(0)})")
 
 
-def _sticky_inference_tgs(model: Model, spreading: bool = False):
+def _sticky_inference_tgs(model: Model, spreading: bool = False) -> Iterator[TargetGroup]:
     """Inference target groups that are (or may be: unresolved) sticky (``spreading``: only those
     where more than one replica can exist)."""
     for tg in spreading_target_groups(model) if spreading else inference_target_groups(model):
@@ -366,7 +366,7 @@ def fleet007(model: Model) -> Iterator[Result]:
             yield Hit(
                 fleet,
                 f"inference Auto Scaling group {fleet.id} has no {TERMINATING} lifecycle hook",
-                fleet.serving.when,
+                when(fleet),
             )
 
 

@@ -187,7 +187,7 @@ def k8s003(model: Model) -> Iterator[Result]:
             continue
         shares = all_share(list(group))[0] if logic == "roundrobin" and group else False
         if unresolved(shares):
-            yield Unknown(router, f"LMCache remote backend: {shares.why}")  # type: ignore[union-attr]  # unresolved() narrows
+            yield Unknown(router, f"LMCache remote backend: {shares.why}")
             continue
         names = ", ".join(dict.fromkeys(f"{w.kind} {w.namespace}/{w.name}" for w in group)) or "--static-backends"
         if logic is None:

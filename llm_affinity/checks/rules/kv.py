@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..kvshare import KvUser, kv_of, kv_users, reachability, store_for, target_group_shares
-from ..model import KvRemote, KvStore, Model, Unresolved
+from ..model import KvRemote, KvStore, Model, Unresolved, Workload
 from ..replicas import several
 from .base import Hit, Result, Unknown, rule
 from .common import DOCS_ALB_STICKY, is_kube, name, set_in, spreading_target_groups, unresolved, when
@@ -86,9 +86,9 @@ def kv001(model: Model) -> Iterator[Result]:
             where = f"no remote backend ({user.kv.local})"
         else:
             where = f"a remote backend on the {unit} itself ({remote.url}, from {remote.source})"
-        bound = (  # pods: the resource is a Kubernetes workload
-            f"it can run up to {user.resource.max_replicas} pods"  # type: ignore[attr-defined]
-            if user.pods
+        bound = (  # user.pods: the resource is a Kubernetes workload
+            f"it can run up to {user.resource.max_replicas} pods"
+            if isinstance(user.resource, Workload)
             else "it can hold several instances"
         )
         yield Hit(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..model import Model
+from ..model import Model, TargetGroup
 from .base import Hit, Result, Unknown, rule
 from .common import (
     DOCS_NLB_CROSS_ZONE,
@@ -48,7 +48,7 @@ def nlb001(model: Model) -> Iterator[Result]:
                 yield Unknown(tg, "Protocol")
 
 
-def _sticky_source_ip_inference(model: Model):
+def _sticky_source_ip_inference(model: Model) -> Iterator[tuple[TargetGroup, bool | None]]:
     for tg in spreading_target_groups(model):
         s = tg.settings
         if s.family != "nlb":

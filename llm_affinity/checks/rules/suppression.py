@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ...common.definitions import K8S_PREFIX, ROLE_OTHER, ROLE_REASON_TAG, ROLE_TAG
-from ..model import Model
+from ..model import Model, Resource
 from .base import Hit, Result, rule
 
 
@@ -25,8 +25,8 @@ from .base import Hit, Result, rule
     docs="https://github.com/cdklabs/cdk-nag#suppressing-a-rule",
 )
 def sup001(model: Model) -> Iterator[Result]:
-    seen: set[tuple] = set()
-    said: set[tuple] = set()
+    seen: set[tuple[str, str | None, str]] = set()
+    said: set[tuple[str | None, str, str, str]] = set()
     for resource in model.all_resources():
         key = (resource.type, resource.location.file, resource.id)
         if key in seen:
@@ -57,7 +57,7 @@ def sup001(model: Model) -> Iterator[Result]:
                 yield Hit(resource, f"suppression of {sup.rule_id} on {resource.id} has no reason")
 
 
-def _carrier(resource) -> str:
+def _carrier(resource: Resource) -> str:
     """The Kubernetes object a finding points at, in words (``Ingress llm/chat``)."""
     loc = resource.location
     prefix = f"{loc.resource_type}/"

@@ -27,6 +27,7 @@ from ..model import (
     Location,
     McpGateway,
     Model,
+    Scenario,
     SecurityGroup,
     Service,
     Suppression,
@@ -93,9 +94,9 @@ class _Variant:
     """One shape of one resource: its properties resolved under one scenario."""
 
     logical_id: str
-    raw: dict
-    props: dict
-    scenario: dict
+    raw: dict[str, Any]
+    props: dict[str, Any]
+    scenario: Scenario
     label: str | None
     location: Location
     suppressions: list[Suppression]
@@ -296,7 +297,7 @@ class _Builder:
             launch=spec,
         )
 
-    def candidates(self, raw: Any, resolved: Any, scenario: dict) -> list[Candidate]:
+    def candidates(self, raw: Any, resolved: Any, scenario: Scenario) -> list[Candidate]:
         """Values an InstanceType may take, each with the branch it takes it in — named by the
         parameters and conditions the InstanceType itself depends on, never by the other
         dimensions of its resource's scenario. A value that did not resolve in this scenario
@@ -516,7 +517,7 @@ class _Builder:
             commands += t_commands
         return gpu, commands
 
-    def capacity_fleets(self, props: dict) -> list[Any]:
+    def capacity_fleets(self, props: dict[str, Any]) -> list[Any]:
         """Auto Scaling groups behind the service's capacity providers (its own strategy, else
         the cluster's default strategy)."""
         strategy = props.get("CapacityProviderStrategy", ABSENT)
@@ -568,7 +569,7 @@ def _dedupe(items: list[Candidate]) -> list[Candidate]:
     return list(dict.fromkeys(items))
 
 
-def _list(value: Any) -> list:
+def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
@@ -595,7 +596,7 @@ def _mentions(node: Any, logical_id: str, depth: int = 0) -> bool:
     return False
 
 
-def _lt_tags(props: dict) -> Any:
+def _lt_tags(props: dict[str, Any]) -> Any:
     """A launch template's own tags (TagSpecifications for the launch-template resource)."""
     specs = props.get("TagSpecifications")
     if isinstance(specs, list):
@@ -618,7 +619,7 @@ def _user_data(raw: Any, resolved: Any) -> Any:
     return N.decode_base64_user_data(resolved)
 
 
-def _init_text(tpl: Template, resource: dict) -> str | None:
+def _init_text(tpl: Template, resource: dict[str, Any]) -> str | None:
     """The text leaves (commands, file contents, service names) of the resource's
     ``AWS::CloudFormation::Init`` metadata: what cfn-init runs at boot belongs to the
     instance's user data for recognising an LLM server (the Ollama sample installs it there)."""
@@ -646,18 +647,18 @@ def _with_init(user_data: Any, init: str | None) -> Any:
     return init if user_data is None else f"{user_data}\n{init}"
 
 
-def _raw_props(resource: dict) -> dict:
+def _raw_props(resource: dict[str, Any]) -> dict[str, Any]:
     props = resource.get("Properties")
     return props if isinstance(props, dict) else {}
 
 
-def _variants(tpl: Template, resource: dict) -> list[tuple[dict, dict, str | None]]:
+def _variants(tpl: Template, resource: dict[str, Any]) -> list[tuple[dict[str, Any], Scenario, str | None]]:
     """The distinct shapes a resource's properties take across its scenarios."""
     raw = resource.get("Properties", {})
-    fixed = {}
+    fixed: Scenario = {}
     if isinstance(resource.get("Condition"), str):
         fixed[("condition", resource["Condition"])] = True  # the resource exists only then
-    groups: list[tuple[Any, list[dict]]] = []
+    groups: list[tuple[Any, list[Scenario]]] = []
     for scenario, _ in tpl.scenarios(raw, fixed):
         props = tpl.resolve(raw, scenario)
         for seen_props, members in groups:
@@ -675,27 +676,26 @@ def _variants(tpl: Template, resource: dict) -> list[tuple[dict, dict, str | Non
     return out
 
 
-class _UnknownProps(dict):
+class _UnknownProps(dict[str, Any]):
     """Properties that did not resolve to a mapping: every lookup is UNKNOWN."""
 
-    def get(self, key, default=None):  # noqa: D401 - dict protocol
+    def get(self, key: str, default: Any = None) -> Any:  # noqa: D401 - dict protocol
         return UNKNOWN
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> Any:
         return UNKNOWN
 
-    def __contains__(self, key) -> bool:
+    def __contains__(self, key: object) -> bool:
         return True
 
 
-def _cdk_path(resource: dict) -> str | None:
+def _cdk_path(resource: dict[str, Any]) -> str | None:
     meta = resource.get("Metadata")
-    if isinstance(meta, dict) and isinstance(meta.get("aws:cdk:path"), str):
-        return meta["aws:cdk:path"]
-    return None
+    path = meta.get("aws:cdk:path") if isinstance(meta, dict) else None
+    return path if isinstance(path, str) else None
 
 
-def _suppressions(resource: dict) -> list[Suppression]:
+def _suppressions(resource: dict[str, Any]) -> list[Suppression]:
     """``Metadata: {llm-affinity: {ignore: [{id: ALB003, reason: "..."}]}}`` (a bare id string
     is accepted and reported as a suppression without a reason)."""
     meta = resource.get("Metadata")

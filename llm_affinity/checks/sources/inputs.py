@@ -470,7 +470,8 @@ def _load_assembly(where: Folder, manifest: dict[str, Any], out: Loaded, root: s
         for name, artifact in artifacts.items():
             if not isinstance(artifact, dict):
                 continue
-            props = artifact.get("properties") if isinstance(artifact.get("properties"), dict) else {}
+            properties = artifact.get("properties")
+            props: dict[str, Any] = properties if isinstance(properties, dict) else {}
             kind = artifact.get("type")
             if kind == "aws:cloudformation:stack":
                 template = props.get("templateFile")

@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from ..model import ABSENT, UNKNOWN, scenario_label
+from ..model import ABSENT, UNKNOWN, Scenario, scenario_label
 
 #: Scenarios examined per resource; dimensions beyond it resolve to UNKNOWN (never a guess).
 MAX_SCENARIOS = 16
@@ -62,15 +62,15 @@ class Partial(str):
     stands for (a ``Fn::GetAtt`` or ``Ref`` to another resource), or None. Empty when the
     placeholders cannot be told apart (the text itself held the placeholder character)."""
 
-    refs: tuple = ()
+    refs: tuple[ResourceRef | None, ...] = ()
 
-    def __new__(cls, text: str, refs: tuple = ()) -> "Partial":
+    def __new__(cls, text: str, refs: tuple[ResourceRef | None, ...] = ()) -> "Partial":
         obj = super().__new__(cls, text)
         obj.refs = tuple(refs) if len(refs) == text.count(PLACEHOLDER) else ()
         return obj
 
 
-def placeholder_refs(value: Any) -> tuple:
+def placeholder_refs(value: Any) -> tuple[ResourceRef | None, ...]:
     """One entry per placeholder of a resolved value (see :attr:`Partial.refs`)."""
     if isinstance(value, Partial):
         return value.refs or (None,) * value.count(PLACEHOLDER)
@@ -136,13 +136,14 @@ class Template:
         self._missing_now: list[tuple[str, str]] = []
         self._entry: Any = None  # the node of the resolution under way (a resource's Properties)
         self._key_now = ""  # its top-level key being resolved
-        self.parameters = data.get("Parameters") if isinstance(data.get("Parameters"), dict) else {}
-        self.conditions = data.get("Conditions") if isinstance(data.get("Conditions"), dict) else {}
-        self.mappings = data.get("Mappings") if isinstance(data.get("Mappings"), dict) else {}
+        parameters, conditions, mappings = data.get("Parameters"), data.get("Conditions"), data.get("Mappings")
+        self.parameters: dict[str, Any] = parameters if isinstance(parameters, dict) else {}
+        self.conditions: dict[str, Any] = conditions if isinstance(conditions, dict) else {}
+        self.mappings: dict[str, Any] = mappings if isinstance(mappings, dict) else {}
         resources = data.get("Resources")
         self.resources: dict[str, Any] = resources if isinstance(resources, dict) else {}
         self._candidates: dict[str, list[Any]] = {}
-        self._condition_cache: dict[tuple, Any] = {}
+        self._condition_cache: dict[tuple[Any, tuple[tuple[tuple[str, str], Any], ...]], Any] = {}
         self.work = 0  # values visited so far (MAX_TEMPLATE_WORK)
         self.text = 0  # characters built so far (MAX_TEMPLATE_TEXT)
         self.expanded = 0  # values brought in by Fn::FindInMap so far (MAX_TEMPLATE_EXPANSION)
@@ -186,7 +187,7 @@ class Template:
     # -- scenarios -----------------------------------------------------------------------
 
     def scenarios(
-        self, node: Any, fixed: dict[Any, Any] | None = None, limit: int = MAX_SCENARIOS
+        self, node: Any, fixed: Scenario | None = None, limit: int = MAX_SCENARIOS
     ) -> list[tuple[dict[Any, Any], str | None]]:
         """Assignments of the conditions and multi-valued parameters ``node`` depends on
         (at most ``limit``; dimensions that would exceed it are left unresolved)."""
@@ -233,7 +234,7 @@ class Template:
         _dependencies(node, conditions, params, self, 0)
         return {("condition", c) for c in conditions} | {("parameter", p) for p in params}
 
-    def alternatives(self, node: Any, fixed: dict[Any, Any]) -> list[tuple[Any, str | None]]:
+    def alternatives(self, node: Any, fixed: Scenario) -> list[tuple[Any, str | None]]:
         """Every value ``node`` takes once the scenario ``fixed`` is given, each with the label
         of the branch it takes it in; values that stay unresolved are UNKNOWN. One property
         enumerated on its own, so its parameter's allowed values need not fit the bound of a
@@ -253,7 +254,7 @@ class Template:
 
     # -- resolution ----------------------------------------------------------------------
 
-    def resolve(self, node: Any, scenario: dict[Any, Any], depth: int = 0) -> Any:
+    def resolve(self, node: Any, scenario: Scenario, depth: int = 0) -> Any:
         """Plain data for ``node`` under ``scenario``: intrinsics resolved where the template
         alone decides them, UNKNOWN elsewhere, ``AWS::NoValue`` removed (ABSENT). Bounded by
         the resolution budget: over it, the value is UNKNOWN and the resource is noted."""
@@ -329,7 +330,7 @@ class Template:
         if self.work > self._limit:
             raise _OverBudget
 
-    def _resolve(self, node: Any, scenario: dict[Any, Any], depth: int = 0) -> Any:
+    def _resolve(self, node: Any, scenario: Scenario, depth: int = 0) -> Any:
         if depth > MAX_DEPTH:
             return UNKNOWN
         self.work += 1
@@ -365,7 +366,7 @@ class Template:
                 out[key] = resolved
         return out
 
-    def _ref(self, name: Any, scenario: dict[Any, Any]) -> Any:
+    def _ref(self, name: Any, scenario: Scenario) -> Any:
         if not isinstance(name, str):
             return UNKNOWN
         if name == "AWS::NoValue":
@@ -386,7 +387,7 @@ class Template:
             return self.stack_name
         return UNKNOWN  # pseudo parameters and undeclared names
 
-    def condition_value(self, name: Any, scenario: dict[Any, Any], depth: int = 0) -> Any:
+    def condition_value(self, name: Any, scenario: Scenario, depth: int = 0) -> Any:
         """True/False when the scenario or the condition's own expression decides it."""
         if not isinstance(name, str):
             return UNKNOWN
@@ -404,7 +405,7 @@ class Template:
             self._condition_cache[memo] = self._evaluate(self.conditions[name], scenario, depth + 1)
         return self._condition_cache[memo]
 
-    def _evaluate(self, expr: Any, scenario: dict[Any, Any], depth: int) -> Any:
+    def _evaluate(self, expr: Any, scenario: Scenario, depth: int) -> Any:
         if not isinstance(expr, dict) or len(expr) != 1 or depth > 32:
             return UNKNOWN
         ((fn, args),) = expr.items()
@@ -486,7 +487,7 @@ def _dependencies(node: Any, conditions: list[str], params: list[str], tpl: Temp
 # --- the functions ---------------------------------------------------------------------------
 
 
-def _fn_if(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+def _fn_if(tpl: Template, arg: Any, scenario: Scenario, depth: int) -> Any:
     name, when_true, when_false = arg
     value = tpl.condition_value(name, scenario)
     if value is UNKNOWN:
@@ -505,7 +506,7 @@ def _text(value: Any) -> str | None:
     return None
 
 
-def _fn_join(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+def _fn_join(tpl: Template, arg: Any, scenario: Scenario, depth: int) -> Any:
     delimiter, items = arg
     delimiter = tpl.resolve(delimiter, scenario, depth)
     items = tpl.resolve(items, scenario, depth)
@@ -529,7 +530,7 @@ def _fn_join(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
     return Partial(joined, tuple(refs)) if partial else joined
 
 
-def _fn_sub(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+def _fn_sub(tpl: Template, arg: Any, scenario: Scenario, depth: int) -> Any:
     if isinstance(arg, list):
         text, variables = arg[0], arg[1] if len(arg) > 1 else {}
     else:
@@ -538,10 +539,10 @@ def _fn_sub(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
         return UNKNOWN
     partial = False
     built = len(text)
-    refs: list = []
+    refs: list[ResourceRef | None] = []
     last = 0
 
-    def substitute(match: re.Match) -> str:
+    def substitute(match: re.Match[str]) -> str:
         nonlocal partial, built, last
         refs.extend(placeholder_refs(text[last : match.start()]))
         last = match.end()
@@ -573,12 +574,12 @@ def _fn_sub(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
     return Partial(result, tuple(refs)) if partial else result
 
 
-def _fn_base64(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+def _fn_base64(tpl: Template, arg: Any, scenario: Scenario, depth: int) -> Any:
     # Kept as the decoded text: every reader of Base64 (user data) wants the text.
     return tpl.resolve(arg, scenario, depth)
 
 
-def _fn_select(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+def _fn_select(tpl: Template, arg: Any, scenario: Scenario, depth: int) -> Any:
     index, items = arg
     index = tpl.resolve(index, scenario, depth)
     items = tpl.resolve(items, scenario, depth)
@@ -591,7 +592,7 @@ def _fn_select(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
     return items[index]
 
 
-def _fn_split(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+def _fn_split(tpl: Template, arg: Any, scenario: Scenario, depth: int) -> Any:
     delimiter, source = arg
     delimiter = tpl.resolve(delimiter, scenario, depth)
     source = tpl.resolve(source, scenario, depth)
@@ -606,7 +607,7 @@ def _fn_split(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
     return source.split(delimiter)
 
 
-def _fn_find_in_map(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+def _fn_find_in_map(tpl: Template, arg: Any, scenario: Scenario, depth: int) -> Any:
     keys = [tpl.resolve(a, scenario, depth) for a in arg[:3]]
     if not all(_is_plain_scalar(k) for k in keys):
         return UNKNOWN
@@ -620,7 +621,7 @@ def _fn_find_in_map(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
     return tpl.resolve(value, scenario, depth)
 
 
-def _fn_get_att(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+def _fn_get_att(tpl: Template, arg: Any, scenario: Scenario, depth: int) -> Any:
     if isinstance(arg, str):
         arg = arg.split(".", 1)
     name = arg[0]
@@ -634,7 +635,7 @@ def _fn_get_att(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
     return UNKNOWN
 
 
-def _fn_import_value(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+def _fn_import_value(tpl: Template, arg: Any, scenario: Scenario, depth: int) -> Any:
     """The value another template linted with this one exports under that name; UNKNOWN (and
     the name noted) when no input exports it."""
     name = tpl.resolve(arg, scenario, depth)
@@ -648,11 +649,11 @@ def _fn_import_value(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any
     return UNKNOWN
 
 
-def _unknown(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+def _unknown(tpl: Template, arg: Any, scenario: Scenario, depth: int) -> Any:
     return UNKNOWN
 
 
-def _too_large(tpl: Template, arg: Any, scenario: dict, depth: int) -> Any:
+def _too_large(tpl: Template, arg: Any, scenario: Scenario, depth: int) -> Any:
     raise _ValueTooLarge  # a YAML alias expansion cut short by the reader
 
 

@@ -43,7 +43,7 @@ class KubeObject:
     kind: str
     name: str
     namespace: str | None  # None: not written (the namespace it is applied to)
-    data: dict
+    data: dict[str, Any]
     file: str
     line: int
     #: ``@file:line`` when the same kind, namespace and name is read more than once (two overlays
@@ -80,12 +80,12 @@ class KubeObject:
         return f"{self.kind} {self.ns}/{self.name}"
 
     @property
-    def metadata(self) -> dict:
+    def metadata(self) -> dict[str, Any]:
         meta = self.data.get("metadata")
         return meta if isinstance(meta, dict) else {}
 
     @property
-    def spec(self) -> dict:
+    def spec(self) -> dict[str, Any]:
         spec = self.data.get("spec")
         return spec if isinstance(spec, dict) else {}
 
@@ -211,11 +211,11 @@ def _is_object(data: Any) -> bool:
     return isinstance(data, dict) and isinstance(data.get("apiVersion"), str) and isinstance(data.get("kind"), str)
 
 
-def _is_list(data: dict) -> bool:
+def _is_list(data: dict[str, Any]) -> bool:
     return data["kind"] == "List" or (data["kind"].endswith("List") and isinstance(data.get("items"), list))
 
 
-def _json_item_lines(text: str, data: dict) -> list[int]:
+def _json_item_lines(text: str, data: dict[str, Any]) -> list[int]:
     """Lines of the items of a JSON ``List`` (``kubectl get -o json``): the ``items`` array is
     decoded again item by item from where it starts, and the lines are kept only when every item
     decodes equal to what was read (otherwise every item gets the list's line)."""
@@ -384,7 +384,9 @@ def _parse_yaml_document(text: str, budget: list[int] | None) -> tuple[Any, dict
 # --- objects -------------------------------------------------------------------------------------
 
 
-def _add_objects(parsed: Parsed, data: dict, path: str, line: int, item_lines: list[int], where: str | None) -> int:
+def _add_objects(
+    parsed: Parsed, data: dict[str, Any], path: str, line: int, item_lines: list[int], where: str | None
+) -> int:
     """Add one object, or the items of a ``List``; returns how many documents that counts for."""
     if not _is_list(data):
         parsed.objects.append(_object(data, path, line))
@@ -411,7 +413,7 @@ def _add_objects(parsed: Parsed, data: dict, path: str, line: int, item_lines: l
     return max(count, 1)
 
 
-def _object(data: dict, path: str, line: int) -> KubeObject:
+def _object(data: dict[str, Any], path: str, line: int) -> KubeObject:
     meta = data.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
     name = meta.get("name")

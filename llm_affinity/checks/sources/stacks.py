@@ -50,12 +50,12 @@ class Export:
     value: Any  # the raw Outputs.<output>.Value node
 
     @property
-    def pattern(self) -> re.Pattern | None:
+    def pattern(self) -> re.Pattern[str] | None:
         """For a name with unresolved parts: what a fully known name must look like."""
         return _shape(self.name)
 
 
-def _shape(name: str) -> re.Pattern | None:
+def _shape(name: str) -> re.Pattern[str] | None:
     """A name with unresolved parts as a pattern (each part: one or more characters)."""
     if not isinstance(name, Partial):
         return None
@@ -76,10 +76,11 @@ class Links:
         #: (parent path, stack resource logical id) → child template
         self.children: dict[tuple[str, str], Template] = {}
         #: child path → (parent template, the stack resource's raw Parameters)
-        self.parents: dict[str, tuple[Template, dict]] = {}
+        self.parents: dict[str, tuple[Template, dict[str, Any]]] = {}
         self.joined: set[frozenset[str]] = set()
-        self._cache: dict[tuple, Any] = {}
-        self._busy: set[tuple] = set()
+        #: (id of the source template, what is asked: export / output / parameter and names) → value
+        self._cache: dict[tuple[str | int | None, ...], Any] = {}
+        self._busy: set[tuple[str | int | None, ...]] = set()
 
     # -- building --------------------------------------------------------------------------
 
@@ -136,7 +137,7 @@ class Links:
             if child.path is not None and child.path not in self.parents:
                 self.parents[child.path] = (parent, params if isinstance(params, dict) else {})
 
-    def _child_of(self, parent: Template, folder: str, resource: dict) -> Template | None:
+    def _child_of(self, parent: Template, folder: str, resource: dict[str, Any]) -> Template | None:
         meta = resource.get("Metadata")
         candidates: list[Any] = []
         if isinstance(meta, dict):
@@ -219,7 +220,7 @@ class Links:
 
     # -- resolution across templates ------------------------------------------------------
 
-    def _from(self, asker: Template, source: Template, what: tuple, node: Any) -> Any:
+    def _from(self, asker: Template, source: Template, what: tuple[str | None, ...], node: Any) -> Any:
         """``node`` resolved in ``source`` (its own scenario-free values), as ``asker`` sees it:
         a resource of ``source`` carries ``source``'s path."""
         key = (id(source), *what)
@@ -293,7 +294,7 @@ class Links:
         return list(grouped.values())
 
 
-def _type(resource: dict) -> str | None:
+def _type(resource: dict[str, Any]) -> str | None:
     kind = resource.get("Type")
     return kind if isinstance(kind, str) else None
 

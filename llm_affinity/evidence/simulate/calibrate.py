@@ -36,7 +36,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 
 class CalibrationError(ValueError):
@@ -107,6 +110,11 @@ def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
     return 0.0, (sum(x * y for x, y in points) / sxx) if sxx else 0.0
 
 
+def _number(value: object) -> TypeIs[int | float]:
+    """A JSON number (true and false are not)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def from_report(data: Any, path: str) -> Calibration:
     where = f"--calibrate {path}"
     if not isinstance(data, dict) or not isinstance(data.get("per_turn"), list):
@@ -118,7 +126,7 @@ def from_report(data: Any, path: str) -> Calibration:
         req, prompt, cached, ttft = (
             entry.get(k) for k in ("requests", "prompt_tokens", "cached_tokens", "ttft_p50_ms")
         )
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (req, prompt, cached, ttft)):
+        if not (_number(req) and _number(prompt) and _number(cached) and _number(ttft)):
             continue
         if req <= 0 or ttft < 0:
             continue

@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable
 
 from .. import report as _report
 from . import profile
-from .instance import EPS_S, Gpu, Instance
+from .instance import EPS_S, Event, Gpu, Instance
 from .kv_tier import SharedKv
 from .policies import POLICIES, Fleet
 from .policies.base import (
@@ -64,10 +64,11 @@ from .policies.base import (
     S_TTFT,
     S_TURN,
     S_WORK,
+    State,
 )
 from .stats import HIST_BUCKETS, HIST_MIN_MS, INV_LOG_RATIO, LOG_MIN, Counters, finish
 from .streams import Streams, exponential, unit
-from .workload import Workload, resolve
+from .workload import ResolvedWorkload, Workload, resolve
 
 NEW, REQ, INST, LOADED, FAIL, SCALE, CHURN = range(7)
 TOP_BUCKET = HIST_BUCKETS - 1
@@ -79,8 +80,13 @@ HOT_FACTOR = 10
 #: served request (tests compare the loop's statistics with report.SliAccumulator).
 Tap = Callable[[float, int, int, int, int, int, float], None]
 
+#: What an instance's index holds once the instance failed or left the fleet: its KV is gone
+#: with it, and no instance event is current for it (version -1; a pushed version is >= 1).
+GONE = Instance(-1, -1, 0.0)
+GONE.version = -1
 
-def max_turns(wl: Workload) -> int:
+
+def max_turns(wl: ResolvedWorkload) -> int:
     """Turns that fit the context window: turn k's prompt + answer is X + k(Y + Z)."""
     per_turn = wl.turn_tokens + wl.output_tokens
     room = wl.max_context_tokens - wl.system_tokens
@@ -90,14 +96,14 @@ def max_turns(wl: Workload) -> int:
 class Simulation:
     """One policy over one (resolved) workload; :meth:`run` returns its report fields."""
 
-    def __init__(self, wl: Workload, name: str, tap: Tap | None = None) -> None:
+    def __init__(self, wl: ResolvedWorkload, name: str, tap: Tap | None = None) -> None:
         self.wl = wl
         self.tap = tap
         self.x, self.y, self.z = wl.system_tokens, wl.turn_tokens, wl.output_tokens
         self.overhead_s = wl.ttft_overhead_ms / 1000.0
         self.turn_cap = max_turns(wl)
         self.streams = Streams(wl.seed)
-        self.heap: list[tuple] = []
+        self.heap: list[Event] = []
         self.order = itertools.count()  # ties in time keep the order events were pushed in
         self.gpu = Gpu(
             decode_tokens_per_s=wl.decode_tokens_per_s,
@@ -111,7 +117,7 @@ class Simulation:
             order=self.order,
             event_kind=INST,
         )
-        self.tier = None
+        self.tier: SharedKv | None = None
         if wl.shared_kv:
             store = profile.kv_store(wl.kv_store)
             self.tier = SharedKv(
@@ -127,8 +133,8 @@ class Simulation:
         # Clients that never return cookies make every ALB cookie expire at once.
         cookie_s = wl.cookie_duration_s if wl.client_cookies else 0.0
         self.policy = POLICIES[name](self.fleet, self.x, cookie_s, prng.random, prng.getrandbits)
-        self.instances: list[Instance | None] = []
-        self.sessions: dict[int, list] = {}
+        self.instances: list[Instance] = []  # by index; GONE once failed or scaled in
+        self.sessions: dict[int, State] = {}
         self.started = 0  # sessions begun
         self.announced = 0  # sessions given an id (closed loop: a NEW event may still be pending)
         self.c = Counters(wl.instances)
@@ -163,7 +169,7 @@ class Simulation:
         idx = active[int(self.streams.victims.random() * len(active))]
         inst = self.instances[idx]
         self.stop_routing(idx)
-        self.instances[idx] = None
+        self.instances[idx] = GONE
         self.fleet.out[idx] = self.fleet.queued[idx] = 0
         lost = set(inst.waiting) | inst.loading | set(inst.prefill) | {sid for _, _, sid in inst.decoding}
         for sid in sorted(lost):
@@ -183,12 +189,12 @@ class Simulation:
             self.retire(inst, t)
 
     def retire(self, inst: Instance, t: float) -> None:
-        self.instances[inst.idx] = None
+        self.instances[inst.idx] = GONE
         self.c.slot_end[inst.slot] = t
 
     # --- sessions ---------------------------------------------------------------------------------
 
-    def start_session(self, sid: int, t: float) -> list:
+    def start_session(self, sid: int, t: float) -> State:
         wl, streams = self.wl, self.streams
         lo, hi = wl.turn_range()
         u_turns, u_hot = streams.shapes.random(), streams.shapes.random()
@@ -201,7 +207,7 @@ class Simulation:
         u_nat, u_addr, churn_key = a.random(), a.random(), a.getrandbits(64)
         natted = u_nat < wl.clients_behind_nat
         k = wl.nat_addresses
-        st: list[Any] = [0] * S_SIZE
+        st: State = [0] * S_SIZE
         st[S_TURN] = 1
         st[S_NTURNS] = min(n_turns, self.turn_cap)
         st[S_IP] = int(u_addr * k) if natted else k + (sid << 20)
@@ -215,7 +221,7 @@ class Simulation:
         self.started += 1
         return st
 
-    def next_turn(self, sid: int, st: list, t: float) -> None:
+    def next_turn(self, sid: int, st: State, t: float) -> None:
         """The answer of a turn is complete: schedule the next turn, or end the session."""
         turn = st[S_TURN]
         if turn >= st[S_NTURNS]:
@@ -234,7 +240,7 @@ class Simulation:
         st[S_ARR] = arrive
         heapq.heappush(self.heap, (arrive, next(self.order), REQ, sid, 0))
 
-    def change_address(self, sid: int, st: list, turn: int) -> None:
+    def change_address(self, sid: int, st: State, turn: int) -> None:
         """Before turn ``turn + 1``: with probability ip_churn the client's address changes (a
         NAT'd client to another address of the pool, the others to a fresh one)."""
         wl = self.wl
@@ -250,7 +256,7 @@ class Simulation:
 
     # --- requests on an instance ------------------------------------------------------------------
 
-    def dispatch(self, sid: int, st: list, t: float) -> None:
+    def dispatch(self, sid: int, st: State, t: float) -> None:
         """Route the session's current turn and hand it to the instance."""
         idx = self.policy.route(sid, st, t, st[S_CTX] + self.y)
         st[S_CUR] = idx
@@ -292,18 +298,17 @@ class Simulation:
                 avail = tier.available(sid)
                 if avail >= prompt:
                     avail = prompt - 1
-                if avail > cached:
+                if avail > cached:  # the rest of the prefix loads from the shared tier first
                     ext = avail - cached
+                    inst.loading.add(sid)
+                    self.push(tier.retrieve(t, ext), LOADED, sid, st[S_ATT])
             st[S_PROMPT] = prompt
             st[S_CACHED] = cached + ext
             st[S_EXT] = ext
             st[S_HELD] = keep
             work = prompt - cached - ext
             work = st[S_WORK] = work if work > 0 else 1
-            if ext:
-                inst.loading.add(sid)
-                self.push(tier.retrieve(t, ext), LOADED, sid, st[S_ATT])
-            else:
+            if not ext:
                 if not inst.prefill:
                     inst.head_left = work
                     started = True
@@ -435,7 +440,7 @@ class Simulation:
             t, _, kind, key, extra = pop(heap)
             if kind == INST:
                 inst = instances[key]
-                if inst is not None and inst.version == extra:
+                if inst.version == extra:  # (GONE's never is)
                     self.on_instance(inst, t)
             elif kind == REQ:
                 self.dispatch(key, sessions[key], t)
@@ -445,8 +450,8 @@ class Simulation:
                     self.push(t + self.streams.arrivals.expovariate(self.wl.arrival_rate), NEW, key + 1)
                 self.dispatch(key, st, t)
             elif kind == LOADED:
-                st = sessions.get(key)
-                if st is not None and st[S_ATT] == extra:
+                loading = sessions.get(key)
+                if loading is not None and loading[S_ATT] == extra:
                     self.on_loaded(key, t)
             elif not sessions and self.started >= n_sessions:
                 continue  # a fleet event after the last answer changes nothing that is measured

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from heapq import heappush
-from typing import Iterator
+from typing import Iterator, TypeAlias
 
 SYSTEM_KEY = -1
 #: Work that would take less than this many seconds at the current rate counts as done: float
@@ -41,6 +41,9 @@ SYSTEM_KEY = -1
 #: of a clock that runs for years.
 EPS_S = 1e-6
 INF = float("inf")
+#: An entry of the loop's event heap: (time, push order, kind, key, extra); what ``key`` and
+#: ``extra`` are depends on the kind (event_loop.py).
+Event: TypeAlias = tuple[float, int, int, int, int]
 
 
 class Instance:
@@ -127,7 +130,7 @@ class Gpu:
         max_num_seqs: int,
         kv_capacity_tokens: int,
         system_tokens: int,
-        heap: list,
+        heap: list[Event],
         order: Iterator[int],
         event_kind: int,
     ) -> None:

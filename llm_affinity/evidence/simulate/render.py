@@ -126,7 +126,7 @@ def summary(result: dict[str, Any], wide: bool) -> list[str]:
     return lines
 
 
-def _half(ci: list[float], fmt) -> str:
+def _half(ci: list[float], fmt: Callable[[Any], str]) -> str:
     half = (ci[1] - ci[0]) / 2
     return fmt(half).replace(" ", "")
 

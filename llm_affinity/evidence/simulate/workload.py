@@ -17,7 +17,7 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from . import profile
 
@@ -85,8 +85,23 @@ class Workload:
         return dataclasses.asdict(self)
 
 
+@dataclass
+class ResolvedWorkload(Workload):
+    """A workload with every hardware figure known: what :func:`resolve` returns and what the
+    simulator and `recommend` read (built by :func:`resolve` only; the defaults below are never
+    used). Same keys, same order, same JSON as :class:`Workload`."""
+
+    kv_capacity_tokens: int = 0
+    max_context_tokens: int = 0
+    prefill_tokens_per_s: float = 0.0
+    decode_tokens_per_s: float = 0.0
+    max_num_seqs: int = 0
+    max_num_batched_tokens: int = 0
+    shared_kv_capacity_tokens: int = 0
+
+
 #: Keys filled from the instance type's profile when left unset.
-FROM_PROFILE = {
+FROM_PROFILE: dict[str, Callable[[profile.Gpu], int | float]] = {
     "kv_capacity_tokens": lambda g: g.kv_capacity_tokens,
     "max_context_tokens": lambda g: profile.MAX_CONTEXT_TOKENS,
     "prefill_tokens_per_s": lambda g: g.prefill_tokens_per_s,
@@ -96,7 +111,7 @@ FROM_PROFILE = {
 }
 
 
-def resolve(wl: Workload) -> Workload:
+def resolve(wl: Workload) -> ResolvedWorkload:
     """A copy with every profile-derived key filled in and the keys checked against each other
     (WorkloadError naming them)."""
     values = dataclasses.asdict(wl)
@@ -106,7 +121,7 @@ def resolve(wl: Workload) -> Workload:
             values[key] = derive(gpu)
     if values["shared_kv_capacity_tokens"] is None:
         values["shared_kv_capacity_tokens"] = profile.kv_store(wl.kv_store).capacity_tokens
-    out = Workload(**values)
+    out = ResolvedWorkload(**values)
     first = out.system_tokens + out.turn_tokens + out.output_tokens
     if first > out.max_context_tokens:
         raise WorkloadError(
@@ -129,26 +144,35 @@ REFUSED = {
 }
 
 
+#: A key's range check (its kind is checked before it).
+Check = Callable[[Any], bool]
+
+
 # key -> (kind, constraint text, check)
-def _count(minimum: int):
+def _count(minimum: int) -> tuple[str, str, Check]:
     return ("int", f"an integer >= {minimum}", lambda v: v >= minimum)
 
 
-def _number(lo: float, hi: float | None = None, *, open_lo: bool = False):
+def _number(lo: float, hi: float | None = None, *, open_lo: bool = False) -> tuple[str, str, Check]:
     if hi is None:
         text = f"a number {'>' if open_lo else '>='} {lo:g}"
         return ("number", text, (lambda v: v > lo) if open_lo else (lambda v: v >= lo))
     return ("number", f"a number from {lo:g} to {hi:g}", lambda v: lo <= v <= hi)
 
 
-def _choice(*values: str):
+def _choice(*values: str) -> tuple[str, str, Check]:
     return ("choice", " or ".join(values), lambda v: v in values)
 
 
-SCHEMA: dict[str, tuple[str, str, Any]] = {
+def _by_kind(value: Any) -> bool:
+    """The check of the kinds ``check_value`` checks whole by their own code (bool, turns, times)."""
+    return True
+
+
+SCHEMA: dict[str, tuple[str, str, Check]] = {
     "instances": _count(1),
     "sessions": _count(1),
-    "turns": ("turns", "an integer >= 1 or 'MIN-MAX' with 1 <= MIN <= MAX", None),
+    "turns": ("turns", "an integer >= 1 or 'MIN-MAX' with 1 <= MIN <= MAX", _by_kind),
     "system_tokens": _count(0),
     "turn_tokens": _count(0),
     "output_tokens": _count(0),
@@ -160,16 +184,16 @@ SCHEMA: dict[str, tuple[str, str, Any]] = {
     "nat_addresses": _count(1),
     "ip_churn": _number(0, 1),
     "cookie_duration_s": _number(1, 604800),
-    "client_cookies": ("bool", "true or false", None),
+    "client_cookies": ("bool", "true or false", _by_kind),
     "hot_share": _number(0, 1),
     "hot_turns_multiplier": _count(1),
     "engine": _choice("vllm", "sglang"),
     "serving_stack": _choice("plain", "ray_serve"),
     "instance_churn_per_hour": _number(0),
-    "mcp_tools": ("bool", "true or false", None),
-    "app_session_ids": ("bool", "true or false", None),
-    "fail_at_s": ("times", "a list of numbers >= 0 (seconds)", None),
-    "scale_in_at_s": ("times", "a list of numbers >= 0 (seconds)", None),
+    "mcp_tools": ("bool", "true or false", _by_kind),
+    "app_session_ids": ("bool", "true or false", _by_kind),
+    "fail_at_s": ("times", "a list of numbers >= 0 (seconds)", _by_kind),
+    "scale_in_at_s": ("times", "a list of numbers >= 0 (seconds)", _by_kind),
     "instance_type": _choice(*profile.GPUS),
     "kv_capacity_tokens": _count(0),
     "max_context_tokens": _count(1),
@@ -178,7 +202,7 @@ SCHEMA: dict[str, tuple[str, str, Any]] = {
     "max_num_seqs": _count(1),
     "max_num_batched_tokens": _count(2),
     "ttft_overhead_ms": _number(0),
-    "shared_kv": ("bool", "true or false", None),
+    "shared_kv": ("bool", "true or false", _by_kind),
     "kv_store": _choice(*profile.KV_STORES),
     "shared_kv_capacity_tokens": _count(0),
     "seed": ("int", "an integer", lambda v: True),

@@ -7,6 +7,8 @@ is decided at the end of the run from endpoint data, never here.
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import build as B
 from .coverage import Coverage, Part
 from .errors import is_not_found
@@ -23,7 +25,7 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
         return part
     cov.read()
 
-    def detail(summary):
+    def detail(summary: dict[str, Any]) -> tuple[Any, dict[str, Any], Exception | None]:
         d = c.get_gateway(gatewayIdentifier=summary["gatewayId"])
         try:
             t = c.list_tags_for_resource(resourceArn=d["gatewayArn"]).get("tags") or {}

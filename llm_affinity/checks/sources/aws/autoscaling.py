@@ -62,13 +62,14 @@ def read(session: AuditSession, region: str, cov_asg: Coverage, cov_ec2: Coverag
     cov_ec2.not_needed = not uses_templates  # no launch template to resolve: no EC2 call
     templates, versions = _launch_templates(session, region, asgs, cov_ec2, part) if uses_templates else ({}, {})
 
-    configurations: dict[str, dict] | None = {}
+    by_name: dict[str, dict[str, Any]] = {}
+    configurations: dict[str, dict[str, Any]] | None = by_name  # None: some could not be read
     for fut in lc_f:
         try:
             for lc in session.wait(fut):
                 if not session.read_user_data:
                     lc = without_user_data(lc)
-                configurations[lc["LaunchConfigurationName"]] = lc
+                by_name[lc["LaunchConfigurationName"]] = lc
                 engine = B.build_configuration_engine(lc, region)
                 if engine is not None:
                     part.engines.append(engine)
@@ -98,8 +99,8 @@ def read(session: AuditSession, region: str, cov_asg: Coverage, cov_ec2: Coverag
 
 
 def _launch_templates(
-    session: AuditSession, region: str, asgs: list[dict], cov_ec2: Coverage, part: Part
-) -> tuple[dict[str, dict] | None, dict[tuple[str, int], dict] | None]:
+    session: AuditSession, region: str, asgs: list[dict[str, Any]], cov_ec2: Coverage, part: Part
+) -> tuple[dict[str, dict[str, Any]] | None, dict[tuple[str, int], dict[str, Any]] | None]:
     """(templates by id and name, the data of every version the groups use), or (None, None)
     when the templates could not be listed; the engine hosts of those versions go into ``part``."""
     e = session.client("ec2", region)
@@ -109,7 +110,7 @@ def _launch_templates(
         cov_ec2.fail(exc, fatal=True)
         return None, None
     cov_ec2.read()
-    templates: dict[str, dict] = {}
+    templates: dict[str, dict[str, Any]] = {}
     template_arns: dict[str, str] = {}
     for t in listed:
         templates[t["LaunchTemplateId"]] = t
@@ -119,7 +120,7 @@ def _launch_templates(
         )
     needed = B.template_versions_needed(asgs, templates)
 
-    def versions_of(item: tuple[str, Any]) -> list:
+    def versions_of(item: tuple[str, Any]) -> list[Any]:
         template_id, numbers = item
         return session.pages(
             e,
@@ -129,7 +130,7 @@ def _launch_templates(
             Versions=[str(n) for n in sorted(numbers)],
         )
 
-    versions: dict[tuple[str, int], dict] = {}
+    versions: dict[tuple[str, int], dict[str, Any]] = {}
     for (template_id, _numbers), result, error in session.fan_out(versions_of, sorted(needed.items())):
         if error is not None:
             cov_ec2.fail(error, fatal=False, what=f"versions of {template_id} unread")

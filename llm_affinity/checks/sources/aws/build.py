@@ -21,6 +21,7 @@ from ...model import (
     Fleet,
     Forward,
     KubeOrigin,
+    KvSharing,
     KvStore,
     LaunchSpec,
     Listener,
@@ -47,7 +48,7 @@ T_ALARM = "AWS::CloudWatch::Alarm"
 T_COMPOSITE = "AWS::CloudWatch::CompositeAlarm"
 
 
-class UnknownAttributes(dict):
+class UnknownAttributes(dict[str, Any]):
     """Marker the live source returns for attributes it could not read; the adapters turn it
     into an unresolvable attribute list (every setting Unresolved)."""
 
@@ -55,7 +56,7 @@ class UnknownAttributes(dict):
         return "UnknownAttributes()"
 
 
-def _attribute_list(attributes: dict) -> Any:
+def _attribute_list(attributes: dict[str, Any]) -> Any:
     """API attributes (key → value) → the CloudFormation ``[{Key, Value}]`` list, or UNKNOWN
     when they could not be read."""
     if isinstance(attributes, UnknownAttributes):
@@ -66,7 +67,7 @@ def _attribute_list(attributes: dict) -> Any:
 # --- tags and suppressions -------------------------------------------------------------------
 
 
-def tags_to_dict(tags: Iterable[dict] | dict | None) -> dict[str, str]:
+def tags_to_dict(tags: Iterable[dict[str, Any]] | dict[str, Any] | None) -> dict[str, str]:
     """``[{"Key": k, "Value": v}]`` (ELB/ASG/EC2) or a plain map (AgentCore) → dict (the
     normalizer's reading, shared with templates)."""
     return N.tags(tags if isinstance(tags, (list, dict)) else list(tags or ()))
@@ -130,7 +131,7 @@ def kube_origin(tags: dict[str, Any]) -> KubeOrigin | None:
     return None
 
 
-def attrs_to_dict(attributes: Iterable[dict] | None) -> dict[str, Any]:
+def attrs_to_dict(attributes: Iterable[dict[str, Any]] | None) -> dict[str, Any]:
     """``[{Key, Value}]`` from describe_*_attributes → key → value."""
     return {a["Key"]: a.get("Value", "") for a in attributes or () if "Key" in a}
 
@@ -146,7 +147,9 @@ def _dedupe(items: Iterable[Any]) -> list[Any]:
 # --- Elastic Load Balancing v2 ----------------------------------------------------------------
 
 
-def build_load_balancer(lb: dict, attributes: dict, tags: dict, region: str) -> LoadBalancer:
+def build_load_balancer(
+    lb: dict[str, Any], attributes: dict[str, Any], tags: dict[str, Any], region: str
+) -> LoadBalancer:
     arn = lb["LoadBalancerArn"]
     props = {
         "Type": lb.get("Type", UNKNOWN),
@@ -156,7 +159,9 @@ def build_load_balancer(lb: dict, attributes: dict, tags: dict, region: str) -> 
     return LoadBalancer(**_tagged(arn, T_LB, region, tags), settings=N.load_balancer(props))
 
 
-def build_target_group(tg: dict, attributes: dict, tags: dict, region: str) -> TargetGroup:
+def build_target_group(
+    tg: dict[str, Any], attributes: dict[str, Any], tags: dict[str, Any], region: str
+) -> TargetGroup:
     arn = tg["TargetGroupArn"]
     props: dict[str, Any] = {
         "TargetType": tg.get("TargetType", UNKNOWN),
@@ -173,7 +178,7 @@ def build_target_group(tg: dict, attributes: dict, tags: dict, region: str) -> T
     )
 
 
-def forwards_from_actions(actions: Iterable[dict] | None) -> list[Forward]:
+def forwards_from_actions(actions: Iterable[dict[str, Any]] | None) -> list[Forward]:
     """Forward actions of a listener's DefaultActions or a rule's Actions (the API's actions
     have the CloudFormation shape already)."""
     return N.forwards(list(actions or ()))
@@ -185,7 +190,7 @@ def forward_needs_tags(forwards: list[Forward]) -> bool:
     return any(f.weighted or f.group_stickiness is not None for f in forwards)
 
 
-def build_listener(listener: dict, tags: dict, region: str) -> Listener:
+def build_listener(listener: dict[str, Any], tags: dict[str, Any], region: str) -> Listener:
     arn = listener["ListenerArn"]
     return Listener(
         **_tagged(arn, T_LISTENER, region, tags),
@@ -196,7 +201,7 @@ def build_listener(listener: dict, tags: dict, region: str) -> Listener:
     )
 
 
-def build_rule(rule: dict, parent: dict, tags: dict, region: str) -> Listener:
+def build_rule(rule: dict[str, Any], parent: dict[str, Any], tags: dict[str, Any], region: str) -> Listener:
     arn = rule["RuleArn"]
     return Listener(
         **_tagged(arn, T_RULE, region, tags),
@@ -225,7 +230,7 @@ def asks_for_accelerators(requirements: Any) -> Any:
     return N.asks_for_accelerators(requirements)
 
 
-def template_spec(asg: dict) -> tuple[dict | None, list[dict]]:
+def template_spec(asg: dict[str, Any]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """(launch template specification, overrides) of an ASG, or (None, [])."""
     if asg.get("LaunchTemplate"):
         return asg["LaunchTemplate"], []
@@ -235,7 +240,7 @@ def template_spec(asg: dict) -> tuple[dict | None, list[dict]]:
     return None, []
 
 
-def resolve_version(spec_version: Any, template: dict | None) -> Any:
+def resolve_version(spec_version: Any, template: dict[str, Any] | None) -> Any:
     """``$Default`` / ``$Latest`` / a number → the version number, or UNKNOWN."""
     version = str(spec_version or "$Default")
     if version.isdigit():
@@ -255,10 +260,10 @@ def _types(*values: Any) -> list[Candidate]:
 
 
 def build_launch_spec(
-    asg: dict,
-    templates: dict[str, dict] | None,
-    versions: dict[tuple[str, int], dict] | None,
-    configurations: dict[str, dict] | None,
+    asg: dict[str, Any],
+    templates: dict[str, dict[str, Any]] | None,
+    versions: dict[tuple[str, int], dict[str, Any]] | None,
+    configurations: dict[str, dict[str, Any]] | None,
     template_arn: Any = None,
 ) -> LaunchSpec:
     """What ``asg`` launches. ``source_id`` is the launch template's ARN (``template_arn(id)``)
@@ -332,7 +337,7 @@ def build_launch_spec(
     )
 
 
-def _kv(user_data: Any):
+def _kv(user_data: Any) -> KvSharing | None:
     """LMCache in user data (text only: Unresolved user data says nothing)."""
     return N.kv_sharing(user_data) if isinstance(user_data, str) else None
 
@@ -343,7 +348,11 @@ def _either(a: Any, b: Any) -> Any:
     return a if isinstance(a, Unresolved) else b
 
 
-def _template_data(spec: dict, templates, versions) -> tuple[dict | None, str | None]:
+def _template_data(
+    spec: dict[str, Any],
+    templates: dict[str, dict[str, Any]] | None,
+    versions: dict[tuple[str, int], dict[str, Any]] | None,
+) -> tuple[dict[str, Any] | None, str | None]:
     template = None
     if templates is not None:
         template = templates.get(spec.get("LaunchTemplateId") or "") or templates.get(
@@ -360,11 +369,13 @@ def _template_data(spec: dict, templates, versions) -> tuple[dict | None, str | 
     return versions.get((template["LaunchTemplateId"], number)), template_id
 
 
-def template_versions_needed(asgs: Iterable[dict], templates: dict[str, dict]) -> dict[str, set[int]]:
+def template_versions_needed(
+    asgs: Iterable[dict[str, Any]], templates: dict[str, dict[str, Any]]
+) -> dict[str, set[int]]:
     """Launch template id → the version numbers the ASGs actually use."""
     needed: dict[str, set[int]] = {}
 
-    def add(spec: dict) -> None:
+    def add(spec: dict[str, Any]) -> None:
         template = templates.get(spec.get("LaunchTemplateId") or "") or templates.get(
             spec.get("LaunchTemplateName") or ""
         )
@@ -384,7 +395,7 @@ def template_versions_needed(asgs: Iterable[dict], templates: dict[str, dict]) -
     return needed
 
 
-def build_fleet(asg: dict, launch: LaunchSpec, hooks: Any, region: str) -> Fleet:
+def build_fleet(asg: dict[str, Any], launch: LaunchSpec, hooks: Any, region: str) -> Fleet:
     """``hooks``: the ASG's lifecycle hooks (list of dicts), or None when they could not be
     read (the transitions become ``[UNKNOWN]``)."""
     arn = asg["AutoScalingGroupARN"]
@@ -410,7 +421,9 @@ def launch_template_arn(partition: str, region: str, account: str | None, templa
     return f"arn:{partition}:ec2:{region}:{account or ''}:launch-template/{template_id}"
 
 
-def build_template_engine(template: dict, number: int, data: dict, region: str, arn: str) -> EngineHost | None:
+def build_template_engine(
+    template: dict[str, Any], number: int, data: dict[str, Any], region: str, arn: str
+) -> EngineHost | None:
     user_data = decode_user_data(data.get("UserData"))
     if user_data is None:
         return None
@@ -434,7 +447,7 @@ def build_template_engine(template: dict, number: int, data: dict, region: str, 
     )
 
 
-def build_configuration_engine(lc: dict, region: str) -> EngineHost | None:
+def build_configuration_engine(lc: dict[str, Any], region: str) -> EngineHost | None:
     user_data = decode_user_data(lc.get("UserData"))
     if user_data is None:
         return None
@@ -457,7 +470,7 @@ def instance_arn(partition: str, region: str, account: str | None, instance_id: 
     return f"arn:{partition}:ec2:{region}:{account or ''}:instance/{instance_id}"
 
 
-def build_instance_engine(instance: dict, user_data: Any, region: str, arn: str) -> EngineHost:
+def build_instance_engine(instance: dict[str, Any], user_data: Any, region: str, arn: str) -> EngineHost:
     """An EC2 instance registered in a target group (``DescribeInstances`` item) as the
     :class:`EngineHost` a template's ``AWS::EC2::Instance`` in ``Targets`` gives: instance type
     candidates, user data, tags. ``user_data``: the base64 ``userData`` attribute, ``None``
@@ -484,12 +497,12 @@ def build_instance_engine(instance: dict, user_data: Any, region: str, arn: str)
 BUILTIN_CAPACITY_PROVIDERS = frozenset({"FARGATE", "FARGATE_SPOT"})
 
 
-def service_target_groups(service: dict) -> list[str]:
+def service_target_groups(service: dict[str, Any]) -> list[str]:
     """Target group ARNs of a ``DescribeServices`` item's ``loadBalancers``."""
     return _dedupe(lb["targetGroupArn"] for lb in service.get("loadBalancers") or () if lb.get("targetGroupArn"))
 
 
-def containers_to_cfn(containers: Iterable[dict] | None) -> list[dict]:
+def containers_to_cfn(containers: Iterable[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """``containerDefinitions`` (camelCase, as the API returns them) → the CloudFormation
     ``ContainerDefinitions`` shape :func:`..normalize.task_definition` reads."""
     out = []
@@ -515,7 +528,7 @@ def containers_to_cfn(containers: Iterable[dict] | None) -> list[dict]:
     return out
 
 
-def scalable_resource_id(service: dict) -> str | None:
+def scalable_resource_id(service: dict[str, Any]) -> str | None:
     """``service/<cluster name>/<service name>``: how Application Auto Scaling names an ECS
     service's desired count (the ``ResourceId`` of its scalable target)."""
     cluster = str(service.get("clusterArn") or "").rsplit("/", 1)[-1]
@@ -524,7 +537,7 @@ def scalable_resource_id(service: dict) -> str | None:
 
 
 def build_service(
-    service: dict, task: Any, providers: dict[str, dict] | None, region: str, max_count: Any = None
+    service: dict[str, Any], task: Any, providers: dict[str, dict[str, Any]] | None, region: str, max_count: Any = None
 ) -> Service:
     """A ``DescribeServices`` item as the :class:`Service` a template gives. ``task``: the
     ``DescribeTaskDefinition`` answer's ``taskDefinition``, or :class:`Unresolved` when it was
@@ -581,13 +594,13 @@ def _endpoint_hosts(*endpoints: Any) -> list[str]:
     return _dedupe(e["Address"] for e in endpoints if isinstance(e, dict) and isinstance(e.get("Address"), str))
 
 
-def build_replication_group(rg: dict, members: dict[str, dict] | None, region: str) -> KvStore:
+def build_replication_group(rg: dict[str, Any], members: dict[str, dict[str, Any]] | None, region: str) -> KvStore:
     """A ``DescribeReplicationGroups`` item as the ``AWS::ElastiCache::ReplicationGroup`` a
     template gives. The answer carries no security groups and no port of its own: they come from
     its member clusters (``members``: DescribeCacheClusters by id; None when those could not be
     read) and its endpoints."""
     arn = rg.get("ARN") or rg.get("ReplicationGroupId", "")
-    groups: list[dict] = rg.get("NodeGroups") or []
+    groups: list[dict[str, Any]] = rg.get("NodeGroups") or []
     endpoints: list[Any] = [rg.get("ConfigurationEndpoint")]
     for group in groups:
         endpoints += [group.get("PrimaryEndpoint"), group.get("ReaderEndpoint")]
@@ -612,7 +625,7 @@ def build_replication_group(rg: dict, members: dict[str, dict] | None, region: s
     )
 
 
-def _member_groups(rg: dict, members: dict[str, dict] | None) -> Any:
+def _member_groups(rg: dict[str, Any], members: dict[str, dict[str, Any]] | None) -> Any:
     if members is None:
         return UNKNOWN
     out: list[str] = []
@@ -624,7 +637,7 @@ def _member_groups(rg: dict, members: dict[str, dict] | None) -> Any:
     return _dedupe(out)
 
 
-def build_cache_cluster(cluster: dict, region: str) -> KvStore:
+def build_cache_cluster(cluster: dict[str, Any], region: str) -> KvStore:
     """A ``DescribeCacheClusters`` item that belongs to no replication group."""
     arn = cluster.get("ARN") or cluster.get("CacheClusterId", "")
     nodes = [n.get("Endpoint") for n in cluster.get("CacheNodes") or ()]
@@ -648,7 +661,7 @@ def build_cache_cluster(cluster: dict, region: str) -> KvStore:
     )
 
 
-def build_serverless_cache(cache: dict, region: str) -> KvStore:
+def build_serverless_cache(cache: dict[str, Any], region: str) -> KvStore:
     """A ``DescribeServerlessCaches`` item (its fields have the CloudFormation names already)."""
     arn = cache.get("ARN") or cache.get("ServerlessCacheName", "")
     props = {
@@ -666,12 +679,12 @@ def build_serverless_cache(cache: dict, region: str) -> KvStore:
     )
 
 
-def _permissions_to_cfn(permissions: Iterable[dict] | None, inbound: bool) -> list[dict]:
+def _permissions_to_cfn(permissions: Iterable[dict[str, Any]] | None, inbound: bool) -> list[dict[str, Any]]:
     """``IpPermissions`` / ``IpPermissionsEgress`` → one CloudFormation rule per peer."""
     peer = "Source" if inbound else "Destination"
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for p in permissions or ():
-        base = {k: p[k] for k in ("IpProtocol", "FromPort", "ToPort") if k in p}
+        base: dict[str, Any] = {k: p[k] for k in ("IpProtocol", "FromPort", "ToPort") if k in p}
         peers = [{f"{peer}SecurityGroupId": g["GroupId"]} for g in p.get("UserIdGroupPairs") or () if g.get("GroupId")]
         peers += [{"CidrIp": r["CidrIp"]} for r in p.get("IpRanges") or () if r.get("CidrIp")]
         peers += [{"CidrIpv6": r["CidrIpv6"]} for r in p.get("Ipv6Ranges") or () if r.get("CidrIpv6")]
@@ -682,7 +695,7 @@ def _permissions_to_cfn(permissions: Iterable[dict] | None, inbound: bool) -> li
     return out
 
 
-def build_security_group(group: dict, region: str, partition: str) -> SecurityGroup:
+def build_security_group(group: dict[str, Any], region: str, partition: str) -> SecurityGroup:
     """A ``DescribeSecurityGroups`` item; its id is the group id (what fleets and stores name)."""
     gid = group["GroupId"]
     tags = tags_to_dict(group.get("Tags"))
@@ -704,7 +717,9 @@ def build_security_group(group: dict, region: str, partition: str) -> SecurityGr
 # --- AgentCore Gateway -------------------------------------------------------------------------
 
 
-def build_gateway(summary: dict, detail: dict | None, tags: dict, region: str, arn: str) -> McpGateway:
+def build_gateway(
+    summary: dict[str, Any], detail: dict[str, Any] | None, tags: dict[str, Any], region: str, arn: str
+) -> McpGateway:
     """``detail``: the get_gateway answer, or None when it could not be read (session fields
     become UNKNOWN: list_gateways does not carry them)."""
     if detail is None:
@@ -727,11 +742,11 @@ def build_gateway(summary: dict, detail: dict | None, tags: dict, region: str, a
 # --- CloudWatch ----------------------------------------------------------------------------
 
 
-def alarm_watches(alarm: dict) -> list[str]:
+def alarm_watches(alarm: dict[str, Any]) -> list[str]:
     """Metric names, metric-math expressions, metric ids and labels an alarm watches."""
     return N.alarm_watches(alarm)
 
 
-def build_alarm(alarm: dict, region: str, composite: bool = False) -> Alarm:
+def build_alarm(alarm: dict[str, Any], region: str, composite: bool = False) -> Alarm:
     arn = alarm.get("AlarmArn") or alarm.get("AlarmName", "")
     return Alarm(id=arn, location=loc(arn, T_COMPOSITE if composite else T_ALARM, region), watches=alarm_watches(alarm))

@@ -6,6 +6,8 @@ model says so (``alarms_known`` False) and those rules stay silent.
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import build as B
 from .coverage import Coverage, Part
 from .session import AuditSession
@@ -15,8 +17,9 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
     part = Part()
     c = session.client("cloudwatch", region)
 
-    def alarms():
-        metric, composite = [], []
+    def alarms() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        metric: list[dict[str, Any]] = []
+        composite: list[dict[str, Any]] = []
         for page in c.get_paginator("describe_alarms").paginate(AlarmTypes=["MetricAlarm", "CompositeAlarm"]):
             metric.extend(page.get("MetricAlarms") or [])
             composite.extend(page.get("CompositeAlarms") or [])

@@ -11,12 +11,26 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 import botocore.exceptions as bexc
 
-from ...model import ModelError
+from ...model import (
+    Alarm,
+    EngineHost,
+    Fleet,
+    Listener,
+    LoadBalancer,
+    McpGateway,
+    ModelError,
+    Service,
+    TargetGroup,
+)
 from . import config
 from .errors import NOTHING_MISSING, READ_STATUSES, STATUS_RANK, classify
+
+#: How failures are grouped: (status, operation or exception type, error code, what was left unread).
+ProblemGroup: TypeAlias = tuple[str, str, str, str | None]
 
 
 class Coverage:
@@ -33,7 +47,7 @@ class Coverage:
         self.not_needed = False
         self.skip_reason: str | None = None
         self.note: str | None = None  # replaces the message of an "unavailable" entry
-        self.problems: dict[tuple, list] = {}  # group → [count, message]
+        self.problems: dict[ProblemGroup, tuple[int, str]] = {}  # group → (count, first message)
         self.lock = threading.Lock()
 
     @property
@@ -55,8 +69,8 @@ class Coverage:
                 self.fatal, self.fatal_exc = status, exc
             if what:
                 message = f"{message} ({what})"
-            slot = self.problems.setdefault(group, [0, message])
-            slot[0] += 1
+            count, first = self.problems.get(group, (0, message))
+            self.problems[group] = (count + 1, first)
 
     def mark_unavailable(self, note: str) -> None:
         """Nothing can exist here (the service has no endpoint in this region)."""
@@ -101,11 +115,11 @@ class Coverage:
 class Part:
     """What one region/service reader produced."""
 
-    load_balancers: list = field(default_factory=list)
-    listeners: list = field(default_factory=list)
-    target_groups: list = field(default_factory=list)
-    fleets: list = field(default_factory=list)
-    engines: list = field(default_factory=list)
-    services: list = field(default_factory=list)
-    gateways: list = field(default_factory=list)
-    alarms: list = field(default_factory=list)
+    load_balancers: list[LoadBalancer] = field(default_factory=list)
+    listeners: list[Listener] = field(default_factory=list)
+    target_groups: list[TargetGroup] = field(default_factory=list)
+    fleets: list[Fleet] = field(default_factory=list)
+    engines: list[EngineHost] = field(default_factory=list)
+    services: list[Service] = field(default_factory=list)
+    gateways: list[McpGateway] = field(default_factory=list)
+    alarms: list[Alarm] = field(default_factory=list)

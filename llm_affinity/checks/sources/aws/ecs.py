@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...model import ROLE_TAG, Unresolved
+from ....common.definitions import ROLE_TAG
+from ...model import Unresolved
 from . import build as B
 from . import config
 from .coverage import Coverage, Part
@@ -41,7 +42,7 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
                 cov.fail(error, fatal=False, what="services of a cluster unread")
             continue
         batches += [(cluster, arns[i : i + config.SERVICE_BATCH]) for i in range(0, len(arns), config.SERVICE_BATCH)]
-    services: list[dict] = []
+    services: list[dict[str, Any]] = []
     for batch, result, error in session.fan_out(
         lambda b: c.describe_services(cluster=b[0], services=b[1], include=["TAGS"])["services"], batches
     ):
@@ -50,7 +51,7 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
         else:
             services += [x for x in result if x.get("status") != "INACTIVE"]
 
-    def relevant(x: dict) -> bool:  # the only services whose task definition a rule needs
+    def relevant(x: dict[str, Any]) -> bool:  # the only services whose task definition a rule needs
         return bool(B.service_target_groups(x)) or B.tags_to_dict(x.get("tags")).get(ROLE_TAG) is not None
 
     judged = [x for x in services if relevant(x)]
@@ -80,11 +81,12 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
         else:
             tasks[arn] = result
     maxima = _scalable_maxima(session, region, cov) if judged else {}
-    providers: dict[str, dict] | None = {}
+    by_name: dict[str, dict[str, Any]] = {}
+    providers: dict[str, dict[str, Any]] | None = by_name  # None: some could not be read
     for fut in provider_f:
         try:
             for p in session.wait(fut):
-                providers[p.get("name", "")] = providers[p.get("capacityProviderArn", "")] = p
+                by_name[p.get("name", "")] = by_name[p.get("capacityProviderArn", "")] = p
         except Exception as exc:
             cov.fail(exc, fatal=False, what="capacity providers unread")
             providers = None
@@ -118,7 +120,7 @@ def _scalable_maxima(session: AuditSession, region: str, cov: Coverage) -> dict[
     }
 
 
-def _max_count(service: dict, maxima: dict[str, Any] | None) -> Any:
+def _max_count(service: dict[str, Any], maxima: dict[str, Any] | None) -> Any:
     if maxima is None:
         return Unresolved("scalable targets could not be read")
     key = B.scalable_resource_id(service)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...model import KvStore
 from ...normalize import KV_ENGINES
 from . import build as B
 from .coverage import Coverage
@@ -25,7 +26,7 @@ from .session import AuditSession
 class StoresPart:
     """The stores of one region, and whether some could not be read."""
 
-    kv_stores: list = field(default_factory=list)
+    kv_stores: list[KvStore] = field(default_factory=list)
     missing: bool = False
 
 

@@ -11,6 +11,7 @@ are read only where a rule can use them (weighted or group-sticky forwards).
 from __future__ import annotations
 
 from concurrent.futures import Future
+from typing import Any
 
 from . import build as B
 from . import config
@@ -33,16 +34,16 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
         return part
     cov.read()
 
-    def lb_attrs(lb):
+    def lb_attrs(lb: dict[str, Any]) -> dict[str, Any]:
         return B.attrs_to_dict(c.describe_load_balancer_attributes(LoadBalancerArn=lb["LoadBalancerArn"])["Attributes"])
 
-    def tg_attrs(tg):
+    def tg_attrs(tg: dict[str, Any]) -> dict[str, Any]:
         return B.attrs_to_dict(c.describe_target_group_attributes(TargetGroupArn=tg["TargetGroupArn"])["Attributes"])
 
-    def listeners_of(lb):
+    def listeners_of(lb: dict[str, Any]) -> list[dict[str, Any]]:
         return session.pages(c, "describe_listeners", "Listeners", LoadBalancerArn=lb["LoadBalancerArn"])
 
-    def tags_of(arns):
+    def tags_of(arns: list[str]) -> dict[str, dict[str, str]]:
         return {
             d["ResourceArn"]: B.tags_to_dict(d.get("Tags"))
             for d in c.describe_tags(ResourceArns=list(arns))["TagDescriptions"]
@@ -58,10 +59,11 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
     # listeners, then the rules of application load balancer listeners (first: a chain of
     # calls, started while the attribute calls submitted above run)
     lb_by_arn = {lb["LoadBalancerArn"]: lb for lb in lbs}
-    listeners: list[dict] = []
+    listeners: list[dict[str, Any]] = []
     for fut in listener_f.values():
         try:
-            listeners.extend(session.wait(fut))
+            of_one = session.wait(fut)
+            listeners.extend(of_one)
         except Exception as exc:
             if not is_not_found(exc):
                 cov.fail(exc, fatal=False, what="listeners unread")
@@ -71,7 +73,7 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
     rule_results = session.fan_out(
         lambda ls: session.pages(c, "describe_rules", "Rules", ListenerArn=ls["ListenerArn"]), alb_listeners
     )
-    rules: list[tuple[dict, dict]] = []
+    rules: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for ls, result, error in rule_results:
         if error is not None:
             if not is_not_found(error):
@@ -84,7 +86,7 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
         ls["ListenerArn"] for ls in listeners if B.forward_needs_tags(B.forwards_from_actions(ls.get("DefaultActions")))
     ]
     need += [r["RuleArn"] for r, _ in rules if B.forward_needs_tags(B.forwards_from_actions(r.get("Actions")))]
-    more_tags: dict[str, dict] = {}
+    more_tags: dict[str, dict[str, Any]] = {}
     for batch, result, error in session.fan_out(
         tags_of, [need[i : i + config.TAG_BATCH] for i in range(0, len(need), config.TAG_BATCH)]
     ):
@@ -92,16 +94,17 @@ def read(session: AuditSession, region: str, cov: Coverage) -> Part:
             cov.fail(error, fatal=False, what=f"tags of {len(batch)} listeners/rules unread")
         else:
             more_tags.update(result)
-    tags: dict[str, dict] = {}
-    for batch, fut in tag_f:
+    tags: dict[str, dict[str, Any]] = {}
+    for batch, tags_fut in tag_f:
         try:
-            tags.update(session.wait(fut))
+            of_batch = session.wait(tags_fut)
+            tags.update(of_batch)
         except Exception as exc:
             cov.fail(exc, fatal=False, what=f"tags of {len(batch)} resources unread")
 
     gone: set[str] = set()
 
-    def attrs(arn: str, fut: Future) -> dict:
+    def attrs(arn: str, fut: Future[dict[str, Any]]) -> dict[str, Any]:
         try:
             return session.wait(fut)
         except Exception as exc:

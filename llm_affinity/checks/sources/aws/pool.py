@@ -15,9 +15,14 @@ import threading
 import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, ParamSpec, TypeAlias, TypeVar
 
 from .errors import TimedOut
+
+T = TypeVar("T")
+P = ParamSpec("P")
+#: One queued call: its future, the function and its arguments.
+_Job: TypeAlias = "tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]"
 
 
 class Deadline:
@@ -46,7 +51,7 @@ class Deadline:
         if self.expired():
             raise self.error()
 
-    def wait(self, fut: Future, grace: float = 0.0) -> Any:
+    def wait(self, fut: Future[T], grace: float = 0.0) -> T:
         """``fut.result()``, but never past the deadline (+ ``grace``): then :class:`TimedOut`."""
         remaining = self.remaining()
         try:
@@ -60,7 +65,7 @@ class DaemonPool:
     """A fixed number of daemon worker threads fed from one queue (see the module doc)."""
 
     def __init__(self, workers: int, name: str):
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(max(1, workers))
         ]
@@ -82,8 +87,8 @@ class DaemonPool:
             else:
                 fut.set_result(result)
 
-    def submit(self, fn: Callable, *args: Any, **kwargs: Any) -> Future:
-        fut: Future = Future()
+    def submit(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        fut: Future[T] = Future()
         self._queue.put((fut, fn, args, kwargs))
         return fut
 

@@ -21,9 +21,9 @@ import boto3
 import botocore.exceptions as bexc
 from botocore.config import Config
 
-from ....common.definitions import ROLE_INFERENCE, role_of
+from ....common.definitions import ROLE_INFERENCE, ROLE_TAG, role_of
 from ...assemble import finish
-from ...model import ROLE_TAG, KvRemote, Model, ModelError
+from ...model import KvRemote, Model, ModelError, TargetGroup
 from . import agentcore, autoscaling, cloudwatch, config, ecs, elasticache, elbv2, security_groups, targets
 from . import build as B
 from .coverage import Coverage, Part
@@ -55,7 +55,7 @@ def endpoint_url_problem(url: str) -> str | None:
 class AuditResult:
     models: list[Model]
     errors: list[ModelError]
-    coverage: dict
+    coverage: dict[str, Any]
     reached_any: bool
 
 
@@ -139,11 +139,15 @@ def collect(
         audit.close()
 
 
-def _caller_identity(audit: AuditSession, home: str) -> dict:
+def _caller_identity(audit: AuditSession, home: str) -> dict[str, Any]:
     """GetCallerIdentity in ``home``; when that fails, in the partition's default STS region
     (an opt-in region that is not enabled refuses the credentials). The error raised is the
     one of ``home`` (its message names home's endpoint, not the fallback's)."""
-    sts = lambda region: audit.call(lambda: audit.client("sts", region).get_caller_identity())  # noqa: E731
+
+    def sts(region: str) -> dict[str, Any]:
+        identity: dict[str, Any] = audit.call(lambda: audit.client("sts", region).get_caller_identity())
+        return identity
+
     try:
         return sts(home)
     except TimedOut:
@@ -438,7 +442,7 @@ def _result(run: _Run, model: Model) -> AuditResult:
     return AuditResult([model] if reached else [], run.errors, coverage, reached)
 
 
-def _target_reads(model: Model) -> dict[str, tuple[list, list]]:
+def _target_reads(model: Model) -> dict[str, tuple[list[TargetGroup], list[TargetGroup]]]:
     """Target groups whose registered targets must be read, by region: (count only, instances
     too). Nothing is read for a group an Auto Scaling group or an ECS service feeds (they say
     what runs there). Counted: groups tagged inference (their replica bound decides whether
@@ -449,15 +453,16 @@ def _target_reads(model: Model) -> dict[str, tuple[list, list]]:
     fed = {t for f in model.fleets for t in f.target_group_ids} | {
         t for s in model.services for t in s.target_group_ids
     }
-    out: dict[str, tuple[list, list]] = {}
+    out: dict[str, tuple[list[TargetGroup], list[TargetGroup]]] = {}
     for tg in model.target_groups:
-        if tg.id in fed:
+        region = tg.location.region
+        if tg.id in fed or region is None:  # (every live resource has its region)
             continue
         tagged = role_of(B.tags_to_dict(tg.tags).get(ROLE_TAG))
         if tagged == ROLE_INFERENCE:
-            out.setdefault(tg.location.region, ([], []))[0].append(tg)
+            out.setdefault(region, ([], []))[0].append(tg)
         elif tagged is None and tg.settings.target_type == "instance" and tg.load_balancer_ids:
-            out.setdefault(tg.location.region, ([], []))[1].append(tg)
+            out.setdefault(region, ([], []))[1].append(tg)
     return out
 
 
@@ -509,10 +514,10 @@ def _explain_unreachable(audit: AuditSession, covs: dict[str, Coverage]) -> None
                 f"answered: {cov.service} has no endpoint in {cov.region}"
             )
         elif cov.region not in known:
-            cov.problems = {k: [n, m + f" (is '{cov.region}' a region?)"] for k, (n, m) in cov.problems.items()}
+            cov.problems = {k: (n, m + f" (is '{cov.region}' a region?)") for k, (n, m) in cov.problems.items()}
 
 
-def _fill_calls(audit: AuditSession, coverage: dict) -> None:
+def _fill_calls(audit: AuditSession, coverage: dict[str, Any]) -> None:
     coverage["api_calls"] = sum(audit.calls.values())
     coverage["http_requests"] = audit.http_requests
     coverage["operations"] = dict(sorted(audit.calls.items()))

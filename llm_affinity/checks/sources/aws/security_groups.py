@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...model import SecurityGroup
 from . import build as B
 from . import config
 from .coverage import Coverage
@@ -16,7 +17,7 @@ from .session import AuditSession
 
 @dataclass
 class GroupsPart:
-    security_groups: list = field(default_factory=list)
+    security_groups: list[SecurityGroup] = field(default_factory=list)
 
 
 def read(session: AuditSession, region: str, group_ids: list[str], cov: Coverage) -> GroupsPart:

@@ -12,14 +12,16 @@ import os
 import threading
 from collections import Counter
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 import boto3
 from botocore.config import Config
 
 from ...model import Unresolved
 from . import config
-from .pool import DaemonPool, Deadline
+from .pool import DaemonPool, Deadline, P, T
+
+Item = TypeVar("Item")
 
 
 class AuditSession:
@@ -45,7 +47,7 @@ class AuditSession:
         self.pool = DaemonPool(max_workers, "audit-call")
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
-        self.calls: Counter = Counter()
+        self.calls: Counter[str] = Counter()
         self.http_requests = 0
         self.account: str | None = None
         self.partition = "aws"
@@ -56,7 +58,7 @@ class AuditSession:
         session.events.register("before-send", self._on_send)
 
     # counting via botocore's own event hooks; past the deadline nothing more is sent
-    def _on_call(self, model=None, **_: Any) -> None:
+    def _on_call(self, model: Any = None, **_: Any) -> None:  # botocore's OperationModel
         self.deadline.check()
         if model is not None:
             name = f"{config.IAM_PREFIX.get(model.service_model.service_name, model.service_model.service_name)}:{model.name}"
@@ -73,7 +75,7 @@ class AuditSession:
         with self._lock:
             return sum(self.calls.values())
 
-    def client(self, service: str, region: str):
+    def client(self, service: str, region: str) -> Any:  # a boto3 client (no type information published)
         key = (service, region)
         with self._lock:
             if key not in self._clients:
@@ -85,29 +87,32 @@ class AuditSession:
 
     # calls --------------------------------------------------------------------------------
     @staticmethod
-    def pages(client, operation: str, result_key: str, **kwargs: Any) -> list:
-        out: list = []
+    def pages(client: Any, operation: str, result_key: str, **kwargs: Any) -> list[Any]:
+        out: list[Any] = []
         for page in client.get_paginator(operation).paginate(**kwargs):
             out.extend(page.get(result_key) or [])
         return out
 
-    def submit(self, fn: Callable, *args: Any, **kwargs: Any) -> Future:
+    def submit(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         return self.pool.submit(fn, *args, **kwargs)
 
-    def wait(self, fut: Future) -> Any:
+    def wait(self, fut: Future[T]) -> T:
         """The future's result, or :class:`TimedOut` once the audit's deadline has passed."""
         return self.deadline.wait(fut)
 
-    def call(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run one call on the pool and wait for it within the deadline."""
         return self.wait(self.submit(fn, *args, **kwargs))
 
-    def fan_out(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[tuple[Any, Any, BaseException | None]]:
-        """Run ``fn(item)`` for every item on the shared pool: [(item, result, exception)]."""
-        items = list(items)
-        futures = [self.pool.submit(fn, item) for item in items]
-        out: list[tuple[Any, Any, BaseException | None]] = []
-        for item, fut in zip(items, futures, strict=True):
+    def fan_out(self, fn: Callable[[Item], Any], items: Iterable[Item]) -> list[tuple[Item, Any, BaseException | None]]:
+        """Run ``fn(item)`` for every item on the shared pool: [(item, result, exception)].
+
+        The result is ``Any``: the readers' functions return AWS answers (boto3 publishes no
+        types), and it is None when ``fn`` raised (then the exception is set)."""
+        listed = list(items)
+        futures = [self.pool.submit(fn, item) for item in listed]
+        out: list[tuple[Item, Any, BaseException | None]] = []
+        for item, fut in zip(listed, futures, strict=True):
             try:
                 out.append((item, self.wait(fut), None))
             except Exception as exc:
@@ -119,7 +124,7 @@ class AuditSession:
         self.pool.shutdown(wait=not self.deadline.expired())
 
 
-def without_user_data(data: dict) -> dict:
+def without_user_data(data: dict[str, Any]) -> dict[str, Any]:
     """A launch template's data or a launch configuration without its ``UserData``: what the
     model then holds is "unknown" (never "none"), so a rule that needed it lists it."""
     if "UserData" not in data:

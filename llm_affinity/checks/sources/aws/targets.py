@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ....common.definitions import is_accelerated_instance_type
-from ...model import Unresolved
+from ...model import TargetGroup, Unresolved
 from . import build as B
 from . import config
 from .coverage import Coverage, Part
@@ -21,7 +21,12 @@ from .session import AuditSession
 
 
 def read(
-    session: AuditSession, region: str, count_only: list, instance_tgs: list, cov_elb: Coverage, cov_ec2: Coverage
+    session: AuditSession,
+    region: str,
+    count_only: list[TargetGroup],
+    instance_tgs: list[TargetGroup],
+    cov_elb: Coverage,
+    cov_ec2: Coverage,
 ) -> Part:
     """Registered targets (``DescribeTargetHealth``, one call per target group): the count
     of ``count_only`` groups, and for ``instance_tgs`` the instances themselves
@@ -46,14 +51,17 @@ def read(
         if id(tg) in wanted:
             ids_of[id(tg)] = list(dict.fromkeys(d["Target"]["Id"] for d in result if (d.get("Target") or {}).get("Id")))
     instance_ids = sorted({i for ids in ids_of.values() for i in ids})
-    arn = lambda i: B.instance_arn(session.partition, region, session.account, i)  # noqa: E731
+
+    def arn(i: str) -> str:
+        return B.instance_arn(session.partition, region, session.account, i)
+
     for tg in instance_tgs:
         if id(tg) in ids_of:
             tg.target_ids = [arn(i) for i in ids_of[id(tg)]]
     if not instance_ids:
         return part
     e = session.client("ec2", region)
-    found: dict[str, dict] = {}
+    found: dict[str, dict[str, Any]] = {}
     for batch, result, exc in session.fan_out(
         lambda ids: session.pages(
             e, "describe_instances", "Reservations", Filters=[{"Name": "instance-id", "Values": ids}]

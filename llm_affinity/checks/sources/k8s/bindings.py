@@ -24,7 +24,8 @@ def build_bindings(cat: Catalog, pods: Pods, model: Model) -> None:
         spec = tgb.spec
         target = spec.get("targetGroupARN") or spec.get("targetGroupName")
         tg_id = target if isinstance(target, str) and target else tgb.ref
-        ref = spec.get("serviceRef") if isinstance(spec.get("serviceRef"), dict) else {}
+        service_ref = spec.get("serviceRef")
+        ref = service_ref if isinstance(service_ref, dict) else {}
         service = cat.find("Service", tgb.ns, ref.get("name"), tgb)
         props = {"TargetGroupAttributes": UNKNOWN, "TargetType": spec.get("targetType", UNKNOWN)}
         if isinstance(spec.get("targetGroupProtocol"), str):

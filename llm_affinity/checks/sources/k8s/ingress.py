@@ -77,6 +77,7 @@ def ingress_class(ing: KubeObject, cat: Catalog) -> tuple[str, KubeObject | None
         return ("alb" if annotation.strip() == ALB_CLASS else "other"), None, None
     name = ing.spec.get("ingressClassName")
     classes = cat.of("IngressClass")
+    cls: KubeObject | None
     if name is None:
         defaults = [c for c in classes if c.annotations.get(DEFAULT_CLASS_ANNOTATION) == "true"]
         if len(defaults) != 1:
@@ -146,7 +147,8 @@ def _backends(ing: KubeObject) -> list[tuple[str, Any]]:
             return
         service = b.get("service")
         if isinstance(service, dict) and isinstance(service.get("name"), str):
-            port = service.get("port") if isinstance(service.get("port"), dict) else {}
+            port_value = service.get("port")
+            port = port_value if isinstance(port_value, dict) else {}
             out.append((service["name"], port.get("number", port.get("name"))))
         elif isinstance(b.get("serviceName"), str):
             out.append((b["serviceName"], b.get("servicePort")))

@@ -39,11 +39,12 @@ MAX_ENV = 512
 _KUBE_VAR = re.compile(r"\$(\$?)\(([A-Za-z_][A-Za-z0-9_.-]{0,127})\)")
 
 
-def workload_kv(obj: KubeObject, templates: list[dict], cat: Catalog) -> KvSharing | None:
+def workload_kv(obj: KubeObject, templates: list[dict[str, Any]], cat: Catalog) -> KvSharing | None:
     """The first container of the workload's pod templates that starts an LMCache connector,
     read as :func:`...normalize.kv_sharing` reads any launch configuration; None when none does."""
     for template in templates:
-        spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+        spec_value = template.get("spec")
+        spec = spec_value if isinstance(spec_value, dict) else {}
         items = spec.get("containers")
         for container in items if isinstance(items, list) else []:
             if isinstance(container, dict):
@@ -53,7 +54,7 @@ def workload_kv(obj: KubeObject, templates: list[dict], cat: Catalog) -> KvShari
     return None
 
 
-def _container_kv(obj: KubeObject, spec: dict, container: dict, cat: Catalog) -> KvSharing | None:
+def _container_kv(obj: KubeObject, spec: dict[str, Any], container: dict[str, Any], cat: Catalog) -> KvSharing | None:
     entries, hidden = _from_sources(obj, container, cat)
     defined = {e["name"] for e in entries}
     env = container.get("env")
@@ -83,14 +84,14 @@ def kube_vars(text: str, defined: set[str]) -> str:
     process as the literal text ``$(NAME)``, which a shell would run as a command and no host or
     credential is: a hole (unknown), never read as a name."""
 
-    def one(match: re.Match) -> str:
+    def one(match: re.Match[str]) -> str:
         escaped, name = match.group(1), match.group(2)
         return "${" + name + "}" if name in defined and not escaped else lt.HOLE
 
     return _KUBE_VAR.sub(one, text) if "$(" in text else text
 
 
-def _words(container: dict) -> list[str]:
+def _words(container: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for key in ("command", "args"):
         value = container.get(key)
@@ -133,7 +134,7 @@ def _decoded(value: Any) -> str:
         return lt.HOLE
 
 
-def _resolved(obj: KubeObject, entry: dict, cat: Catalog) -> dict | None:
+def _resolved(obj: KubeObject, entry: dict[str, Any], cat: Catalog) -> dict[str, Any] | None:
     """An env entry with its value read from a ConfigMap or Secret key among the inputs; the
     entry as written otherwise (a ``valueFrom`` left is unknown); None when Kubernetes sets no
     variable (an ``optional`` key that is missing)."""
@@ -155,16 +156,17 @@ def _resolved(obj: KubeObject, entry: dict, cat: Catalog) -> dict | None:
     return entry
 
 
-def _from_sources(obj: KubeObject, container: dict, cat: Catalog) -> tuple[list[dict], str | None]:
+def _from_sources(obj: KubeObject, container: dict[str, Any], cat: Catalog) -> tuple[list[dict[str, Any]], str | None]:
     """The variables ``envFrom`` gives (ConfigMaps and Secrets among the inputs, each key with
     the entry's prefix), and where more may come from that the inputs do not show."""
-    entries: list[dict] = []
+    entries: list[dict[str, Any]] = []
     hidden: list[str] = []
     sources = container.get("envFrom")
     for item in sources if isinstance(sources, list) else []:
         if not isinstance(item, dict):
             continue
-        prefix = item.get("prefix") if isinstance(item.get("prefix"), str) else ""
+        prefix_value = item.get("prefix")
+        prefix = prefix_value if isinstance(prefix_value, str) else ""
         for field, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
             ref = item.get(field)
             if not isinstance(ref, dict):
@@ -178,7 +180,9 @@ def _from_sources(obj: KubeObject, container: dict, cat: Catalog) -> tuple[list[
     return entries, ", ".join(hidden) or None
 
 
-def _config_file(obj: KubeObject, spec: dict, container: dict, entries: list[dict], cat: Catalog) -> str | None:
+def _config_file(
+    obj: KubeObject, spec: dict[str, Any], container: dict[str, Any], entries: list[dict[str, Any]], cat: Catalog
+) -> str | None:
     """The text of the file ``LMCACHE_CONFIG_FILE`` names, when a volume of a ConfigMap or
     Secret among the inputs mounts it into the container; None otherwise (the definition then
     lists the file as not shown)."""
@@ -199,7 +203,7 @@ def _config_file(obj: KubeObject, spec: dict, container: dict, entries: list[dic
     return None
 
 
-def _mount_of(container: dict, path: str) -> tuple[str | None, str]:
+def _mount_of(container: dict[str, Any], path: str) -> tuple[str | None, str]:
     """(the volume mounted at the deepest directory holding ``path``, the file's path inside it)."""
     best: tuple[int, str | None, str] = (-1, None, "")
     mounts = container.get("volumeMounts")
@@ -219,10 +223,10 @@ def _mount_of(container: dict, path: str) -> tuple[str | None, str]:
     return best[1], best[2]
 
 
-def _volume_file(obj: KubeObject, volume: dict, relative: str, cat: Catalog) -> str | None:
+def _volume_file(obj: KubeObject, volume: dict[str, Any], relative: str, cat: Catalog) -> str | None:
     """The file at ``relative`` in a ``configMap``, ``secret`` or ``projected`` volume (its
     ``items`` map a key to a path; without them each key is a file)."""
-    projections: list[tuple[str, dict]] = []
+    projections: list[tuple[str, dict[str, Any]]] = []
     for field, kind in (("configMap", "ConfigMap"), ("secret", "Secret")):
         if isinstance(volume.get(field), dict):
             projections.append((kind, volume[field]))

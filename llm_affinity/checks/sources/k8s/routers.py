@@ -29,12 +29,13 @@ _ROUTER_IMAGE = re.compile(r"lmstack-router|vllm-router|production-stack[\w./-]*
 _ROUTER_COMMAND = re.compile(r"\bvllm[-_]router\b", re.IGNORECASE)
 
 
-def router_container(obj: KubeObject) -> dict | None:
+def router_container(obj: KubeObject) -> dict[str, Any] | None:
     """The container of a workload that runs production-stack's router, if one does."""
     template, _ = pod_templates(obj)
     for c in containers(template):
         line = command_line(c)
-        image = c.get("image") if isinstance(c.get("image"), str) else ""
+        image_value = c.get("image")
+        image = image_value if isinstance(image_value, str) else ""
         if _ROUTER_IMAGE.search(image) or _ROUTER_COMMAND.search(line):
             return c
         if "--routing-logic" in line and "--service-discovery" in line:
@@ -42,7 +43,7 @@ def router_container(obj: KubeObject) -> dict | None:
     return None
 
 
-def arguments(container: dict) -> dict[str, Any]:
+def arguments(container: dict[str, Any]) -> dict[str, Any]:
     """``--flag value`` and ``--flag=value`` words → flag → value (``True`` for a flag alone)."""
     words: list[str] = []
     for key in ("command", "args"):
@@ -66,7 +67,7 @@ def arguments(container: dict) -> dict[str, Any]:
     return out
 
 
-def production_stack_router(obj: KubeObject, container: dict, cat: Catalog, pods: Pods) -> Router:
+def production_stack_router(obj: KubeObject, container: dict[str, Any], cat: Catalog, pods: Pods) -> Router:
     args = arguments(container)
     logic = args.get("--routing-logic")
     key = args.get("--session-key")
@@ -81,7 +82,7 @@ def production_stack_router(obj: KubeObject, container: dict, cat: Catalog, pods
     )
 
 
-def _engines(obj: KubeObject, args: dict[str, Any], cat: Catalog, pods: Pods) -> tuple[list, Any]:
+def _engines(obj: KubeObject, args: dict[str, Any], cat: Catalog, pods: Pods) -> tuple[list[Workload], Any]:
     """(engine workloads among the inputs, engines it names that are not: a count or Unresolved)."""
     discovery = args.get("--service-discovery")
     if discovery == "static":

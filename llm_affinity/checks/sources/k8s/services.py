@@ -179,14 +179,14 @@ def _attribute_list(attrs: Any, unknown_keys: tuple[str, ...] = ()) -> Any:
     return [{"Key": k, "Value": UNKNOWN if k in unknown_keys else v} for k, v in attrs.items()]
 
 
-def _tls_listener(notes: dict[str, str], port: dict) -> bool:
+def _tls_listener(notes: dict[str, str], port: dict[str, Any]) -> bool:
     if not notes.get(NLB + "ssl-cert", "").strip():
         return False
     ports = string_list(notes.get(NLB + "ssl-ports", "*"))
     return "*" in ports or str(port.get("port")) in ports or str(port.get("name")) in ports
 
 
-def _protocol(notes: dict[str, str], port: dict) -> str:
+def _protocol(notes: dict[str, str], port: dict[str, Any]) -> str:
     written = port.get("protocol", "TCP")
     if isinstance(written, str) and written.upper() == "UDP":
         return "UDP"

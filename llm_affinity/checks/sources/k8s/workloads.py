@@ -28,31 +28,33 @@ KEDA_DEFAULT_MAX = 100
 _SLEEP = re.compile(r"\bsleep\s+(\d+)")
 
 
-def pod_templates(obj: KubeObject) -> tuple[dict, list[dict]]:
+def pod_templates(obj: KubeObject) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the template of the pods that serve, every pod template) of a workload."""
     spec = obj.spec
     if obj.kind == "LeaderWorkerSet":
         lwt = spec.get("leaderWorkerTemplate")
         lwt = lwt if isinstance(lwt, dict) else {}
-        worker = lwt.get("workerTemplate") if isinstance(lwt.get("workerTemplate"), dict) else {}
-        leader = lwt.get("leaderTemplate") if isinstance(lwt.get("leaderTemplate"), dict) else worker
+        worker_template = lwt.get("workerTemplate")
+        worker = worker_template if isinstance(worker_template, dict) else {}
+        leader_template = lwt.get("leaderTemplate")
+        leader = leader_template if isinstance(leader_template, dict) else worker
         return leader, [leader, worker] if leader is not worker else [worker]
     template = spec.get("template")
     template = template if isinstance(template, dict) else {}
     return template, [template]
 
 
-def _spec(template: dict) -> dict:
+def _spec(template: dict[str, Any]) -> dict[str, Any]:
     spec = template.get("spec")
     return spec if isinstance(spec, dict) else {}
 
 
-def containers(template: dict) -> list[dict]:
+def containers(template: dict[str, Any]) -> list[dict[str, Any]]:
     items = _spec(template).get("containers")
     return [c for c in items if isinstance(c, dict)] if isinstance(items, list) else []
 
 
-def command_line(container: dict) -> str:
+def command_line(container: dict[str, Any]) -> str:
     """``command`` and ``args`` as one line of text."""
     words: list[str] = []
     for key in ("command", "args"):
@@ -64,7 +66,7 @@ def command_line(container: dict) -> str:
     return " ".join(words)
 
 
-def accelerators(container: dict) -> list[str]:
+def accelerators(container: dict[str, Any]) -> list[str]:
     """Accelerator resources a container requests or is limited to (a quantity above zero)."""
     out: list[str] = []
     resources = container.get("resources")
@@ -94,7 +96,7 @@ def _positive(quantity: Any) -> bool:
     return False
 
 
-def served_model(container: dict | None) -> str | None:
+def served_model(container: dict[str, Any] | None) -> str | None:
     """The model a server container serves, from its words: ``--served-model-name`` (the name
     clients ask for), else ``--model``, else the word after ``serve`` (``vllm serve MODEL``).
     A command run through a shell (``sh -c "vllm serve ..."``) is split as the shell would."""
@@ -127,7 +129,7 @@ def served_model(container: dict | None) -> str | None:
     return None
 
 
-def serving_container(template: dict) -> dict | None:
+def serving_container(template: dict[str, Any]) -> dict[str, Any] | None:
     """The container that serves: the one starting an LLM server, else the one holding the
     accelerator, else the first."""
     items = containers(template)
@@ -145,7 +147,7 @@ def _int(value: Any, default: int) -> int:
     return number if isinstance(number, int) and not isinstance(number, bool) and number >= 0 else default
 
 
-def pre_stop(container: dict | None) -> tuple[Any, Any]:
+def pre_stop(container: dict[str, Any] | None) -> tuple[Any, Any]:
     """(kind of preStop hook, seconds it sleeps when it says): ``("sleep", 30)``,
     ``("exec", None)``, ``("httpGet", None)``, or ``(None, None)``."""
     lifecycle = container.get("lifecycle") if container else None
@@ -164,7 +166,7 @@ def pre_stop(container: dict | None) -> tuple[Any, Any]:
     return "other", None
 
 
-def liveness_deadline(container: dict | None) -> Any:
+def liveness_deadline(container: dict[str, Any] | None) -> Any:
     """Seconds after start a livenessProbe may restart a container that is still loading its
     model; ``None`` when there is no livenessProbe or a startupProbe holds it back."""
     if not container or isinstance(container.get("startupProbe"), dict):
@@ -186,12 +188,13 @@ def replicas_of(obj: KubeObject) -> Any:
     return value if isinstance(value, int) else Unresolved("spec.replicas is not a number")
 
 
-def _pod_tags(obj: KubeObject, template: dict) -> dict[str, Any]:
+def _pod_tags(obj: KubeObject, template: dict[str, Any]) -> dict[str, Any]:
     """The object's ``llm-affinity/*`` annotations, then its pod template's."""
     from .objects import tags_of
 
     tags = tags_of(obj)
-    meta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+    metadata = template.get("metadata")
+    meta = metadata if isinstance(metadata, dict) else {}
     for source in (string_map(meta.get("annotations")), string_map(meta.get("labels"))):
         for key, tag in K8S_ANNOTATION_TAGS.items():
             if key in source and tag not in tags:
@@ -201,7 +204,8 @@ def _pod_tags(obj: KubeObject, template: dict) -> dict[str, Any]:
 
 def build_workload(obj: KubeObject, cat: Catalog) -> Workload:
     serving, templates = pod_templates(obj)
-    meta = serving.get("metadata") if isinstance(serving.get("metadata"), dict) else {}
+    metadata = serving.get("metadata")
+    meta = metadata if isinstance(metadata, dict) else {}
     labels = string_map(meta.get("labels"))
     if obj.kind == "LeaderWorkerSet":
         labels = {**labels, LWS_NAME: obj.name, LWS_WORKER_INDEX: "0"}
@@ -215,7 +219,8 @@ def build_workload(obj: KubeObject, cat: Catalog) -> Workload:
             for text in (c.get("image"), command_line(c)):
                 if isinstance(text, str) and text and text not in commands:
                     commands.append(text)
-            for env in c.get("env") if isinstance(c.get("env"), list) else []:
+            env_list = c.get("env")
+            for env in env_list if isinstance(env_list, list) else []:
                 if isinstance(env, dict) and isinstance(env.get("name"), str) and isinstance(env.get("value"), str):
                     environment.append(f"{env['name']}={env['value']}")
     kind, seconds = pre_stop(main)
@@ -243,7 +248,7 @@ def build_workload(obj: KubeObject, cat: Catalog) -> Workload:
     )
 
 
-def _grace(template: dict) -> Any:
+def _grace(template: dict[str, Any]) -> Any:
     raw = _spec(template).get("terminationGracePeriodSeconds")
     if raw is None:
         return DEFAULT_GRACE

@@ -11,7 +11,7 @@ it may keep per-session data in the session list slots below and must forget it 
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, TypeAlias
 
 # Session state slots (one list per live session, owned by the event loop). Policies read S_IP
 # and keep their own data in S_PIN, S_LAST and S_AUX; the rest is the loop's.
@@ -19,6 +19,10 @@ S_TURN, S_NTURNS, S_CTX, S_IP, S_PIN, S_LAST, S_ATT, S_ARR = range(8)
 S_THINK, S_MEAN, S_CHURN, S_NATTED, S_FRESH, S_PREV, S_AUX, S_CUR = range(8, 16)
 S_PROMPT, S_CACHED, S_TTFT, S_HELD, S_WORK, S_EXT, S_NEWSYS = range(16, 23)
 S_SIZE = 23
+#: One live session's state: the slots above, ints and floats (S_NATTED a bool). A list indexed
+#: by constants rather than an object, because the loop and the policies read it on every
+#: request; its slots are typed by the comments where they are written (event_loop.py).
+State: TypeAlias = list[Any]
 
 
 class Fleet:
@@ -53,7 +57,7 @@ class Policy:
         self.rnd = rnd
         self.getrandbits = getrandbits
 
-    def route(self, sid: int, st: list, now: float, prompt_private: int) -> int:  # pragma: no cover
+    def route(self, sid: int, st: State, now: float, prompt_private: int) -> int:  # pragma: no cover
         raise NotImplementedError
 
     def end(self, sid: int) -> None:
@@ -120,10 +124,17 @@ def rendezvous(key: int, fleet: Fleet, salts: list[int]) -> int:
 class HashPolicy(Policy):
     """A policy that hashes a key onto the active instances (one random salt per instance)."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        fleet: Fleet,
+        system_tokens: int,
+        cookie_duration_s: float,
+        rnd: Callable[[], float],
+        getrandbits: Callable[[int], int],
+    ) -> None:
+        super().__init__(fleet, system_tokens, cookie_duration_s, rnd, getrandbits)
         self.salts: list[int] = []
 
-    def added(self, inst):
+    def added(self, inst: int) -> None:
         while len(self.salts) <= inst:
             self.salts.append(self.getrandbits(64))

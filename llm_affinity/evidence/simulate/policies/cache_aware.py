@@ -16,7 +16,7 @@ Load = outstanding requests of the worker; ties broken at random (seeded)."""
 
 from __future__ import annotations
 
-from .base import least_outstanding
+from .base import State, least_outstanding
 from .tree import TreePolicy
 
 CACHE_THRESHOLD = 0.3
@@ -31,7 +31,7 @@ class CacheAware(TreePolicy):
         "balance_rel_threshold=1.5 (sgl-project/sglang sgl-router router_args.py)"
     )
 
-    def route(self, sid, st, now, prompt_private):
+    def route(self, sid: int, st: State, now: float, prompt_private: int) -> int:
         fleet, rnd = self.fleet, self.rnd
         out, active = fleet.out, fleet.active
         loads = [out[i] for i in active]

@@ -8,16 +8,17 @@ and no expiry. Parameter: none (the key is the session id)."""
 
 from __future__ import annotations
 
-from .base import S_AUX, S_PIN, HashPolicy, rendezvous
+from .base import S_AUX, S_PIN, HashPolicy, State, rendezvous
 
 
 class ConsistentHash(HashPolicy):
     name = "consistent_hash"
     source = "vLLM Router (vllm-project/router) consistent_hash policy; rendezvous hashing here"
 
-    def route(self, sid, st, now, prompt_private):
+    def route(self, sid: int, st: State, now: float, prompt_private: int) -> int:
         epoch = self.fleet.epoch
-        if st[S_PIN] < 0 or st[S_AUX] != epoch:
-            st[S_PIN] = rendezvous(sid, self.fleet, self.salts)
+        pin: int = st[S_PIN]
+        if pin < 0 or st[S_AUX] != epoch:
+            pin = st[S_PIN] = rendezvous(sid, self.fleet, self.salts)
             st[S_AUX] = epoch
-        return st[S_PIN]
+        return pin

@@ -11,7 +11,7 @@ Parameter: ``cookie_duration_s`` (workload)."""
 
 from __future__ import annotations
 
-from .base import S_LAST, S_PIN, Policy, least_outstanding
+from .base import S_LAST, S_PIN, Policy, State, least_outstanding
 
 
 class LbCookie(Policy):
@@ -21,8 +21,8 @@ class LbCookie(Policy):
         "new sessions by least_outstanding_requests (StickyAlbFront)"
     )
 
-    def route(self, sid, st, now, prompt_private):
-        pin = st[S_PIN]
+    def route(self, sid: int, st: State, now: float, prompt_private: int) -> int:
+        pin: int = st[S_PIN]
         if pin < 0 or not self.fleet.alive[pin] or now - st[S_LAST] >= self.duration:
             pin = st[S_PIN] = least_outstanding(self.fleet, self.rnd)
         st[S_LAST] = now

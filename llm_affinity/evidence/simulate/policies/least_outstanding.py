@@ -4,12 +4,12 @@ No parameters."""
 
 from __future__ import annotations
 
-from .base import Policy, least_outstanding
+from .base import Policy, State, least_outstanding
 
 
 class LeastOutstanding(Policy):
     name = "least_outstanding"
     source = "AWS ELB load_balancing.algorithm.type=least_outstanding_requests"
 
-    def route(self, sid, st, now, prompt_private):
+    def route(self, sid: int, st: State, now: float, prompt_private: int) -> int:
         return least_outstanding(self.fleet, self.rnd)

@@ -18,6 +18,7 @@ Queue length = outstanding requests of the instance."""
 
 from __future__ import annotations
 
+from .base import State
 from .tree import TreePolicy
 
 IMBALANCED_THRESHOLD = 10
@@ -31,7 +32,7 @@ class PrefixAware(TreePolicy):
         "match_rate_threshold=0.1, do_eviction=False (ray-project/ray prefix_aware_router.py)"
     )
 
-    def route(self, sid, st, now, prompt_private):
+    def route(self, sid: int, st: State, now: float, prompt_private: int) -> int:
         fleet, rnd = self.fleet, self.rnd
         out, active = fleet.out, fleet.active
         loads = [out[i] for i in active]

@@ -11,15 +11,15 @@ troubleshooting note that NAT, proxies and mobile networks break source-IP stick
 
 from __future__ import annotations
 
-from .base import S_AUX, S_IP, S_PIN, HashPolicy, rendezvous
+from .base import S_AUX, S_IP, S_PIN, HashPolicy, State, rendezvous
 
 
 class SourceIp(HashPolicy):
     name = "source_ip"
     source = "AWS ELB NLB: stickiness.enabled=true, stickiness.type=source_ip"
 
-    def route(self, sid, st, now, prompt_private):
-        pin = st[S_PIN]
+    def route(self, sid: int, st: State, now: float, prompt_private: int) -> int:
+        pin: int = st[S_PIN]
         ip = st[S_IP]
         if pin < 0 or st[S_AUX] != ip or not self.fleet.alive[pin]:
             pin = st[S_PIN] = rendezvous(ip, self.fleet, self.salts)

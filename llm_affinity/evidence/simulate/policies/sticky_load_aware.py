@@ -25,7 +25,9 @@ moved session one cold prefill, which the simulator counts."""
 
 from __future__ import annotations
 
-from .base import S_LAST, S_PIN, Policy, least_outstanding
+from typing import Callable
+
+from .base import S_LAST, S_PIN, Fleet, Policy, State, least_outstanding
 
 ABS_HIGH = 4
 REL_HIGH = 1.5
@@ -40,20 +42,27 @@ class StickyLoadAware(Policy):
         "and > 1.5 x the mean, until <= 2 above or <= 1.2 x the mean (Ray Serve LLM / SGLang thresholds' form)"
     )
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        fleet: Fleet,
+        system_tokens: int,
+        cookie_duration_s: float,
+        rnd: Callable[[], float],
+        getrandbits: Callable[[int], int],
+    ) -> None:
+        super().__init__(fleet, system_tokens, cookie_duration_s, rnd, getrandbits)
         self.hot: list[bool] = []  # per instance: overloaded (with hysteresis)
 
-    def added(self, inst):
+    def added(self, inst: int) -> None:
         while len(self.hot) <= inst:
             self.hot.append(False)
 
-    def removed(self, inst):
+    def removed(self, inst: int) -> None:
         self.hot[inst] = False
 
-    def route(self, sid, st, now, prompt_private):
+    def route(self, sid: int, st: State, now: float, prompt_private: int) -> int:
         fleet = self.fleet
-        pin = st[S_PIN]
+        pin: int = st[S_PIN]
         if pin < 0 or not fleet.alive[pin] or now - st[S_LAST] >= self.duration:
             pin = st[S_PIN] = least_outstanding(fleet, self.rnd)
         else:

@@ -12,6 +12,8 @@ again), while the tenant sizes keep counting it, as the real trees do.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from .base import Fleet, Policy
 
 
@@ -82,15 +84,22 @@ class PrefixTree:
 class TreePolicy(Policy):
     """A policy that routes by the router-side prefix tree (prefix_aware, cache_aware)."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        fleet: Fleet,
+        system_tokens: int,
+        cookie_duration_s: float,
+        rnd: Callable[[], float],
+        getrandbits: Callable[[int], int],
+    ) -> None:
+        super().__init__(fleet, system_tokens, cookie_duration_s, rnd, getrandbits)
         self.tree = PrefixTree(self.fleet, self.system)
 
-    def added(self, inst):
+    def added(self, inst: int) -> None:
         self.tree.added(inst)
 
-    def removed(self, inst):
+    def removed(self, inst: int) -> None:
         self.tree.removed(inst)
 
-    def end(self, sid):
+    def end(self, sid: int) -> None:
         self.tree.end(sid)
