@@ -28,7 +28,7 @@ from .common import (
 ALB_DOCS_ATTRS = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/application-load-balancers.html#load-balancer-attributes"
 ALB_DOCS_LOGS = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/enable-access-logging.html"
 ALB_DOCS_OPTIMIZER = "https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-target-groups.html#target-optimizer"
-#: Appended to ALB009/ALB010 messages lowered to info.
+#: Appended to the message of a finding lowered to info (ALB009; ALB010 is info whatever the fleet).
 ONE_REPLICA_NOTE = " (info: it fronts fleets that can hold one replica)"
 
 
