@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from .template_file import _NOTHING, TemplateError, TemplateFile, _Builder, _kind, _Loader, parse_text
+from .template_file import _NOTHING, TemplateError, TemplateFile, _Builder, _kind, _Loader, parse_text, yaml_errors
 
 #: Documents (and ``List`` items) read from one input; the rest are one error line. A helm
 #: chart renders tens to a few thousand; a cap keeps a stream of tiny documents within seconds.
@@ -364,16 +364,8 @@ def _parse_yaml_document(text: str, budget: list[int] | None) -> tuple[Any, dict
     builder = _StreamBuilder(loader, budget) if budget is not None else _Builder(loader, lines)
     builder.item_lines = []
     try:
-        data = builder.build()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = (exc.problem or exc.context or "syntax error").strip()
-        raise TemplateError(f"not valid YAML or JSON: {problem}{where}") from None
-    except yaml.YAMLError as exc:
-        raise TemplateError(f"not valid YAML or JSON: {str(exc).splitlines()[0]}") from None
-    except RecursionError:
-        raise TemplateError("nesting too deep to read") from None
+        with yaml_errors():
+            data = builder.build()
     finally:
         loader.dispose()
     if data is _NOTHING and budget is None:

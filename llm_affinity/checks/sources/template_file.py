@@ -12,9 +12,10 @@ import bisect
 import gc
 import json
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -208,11 +209,12 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BOOL_TRUE = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y"}
 
 
-def _parse_yaml(text: str) -> tuple[Any, dict[str, int]]:
-    lines: dict[str, int] = {}
-    loader = _Loader(text)
+@contextmanager
+def yaml_errors() -> Iterator[None]:
+    """PyYAML's errors (and nesting too deep for the builder) as one-line ``TemplateError``s:
+    templates and Kubernetes manifests report a bad document the same way."""
     try:
-        data = _Builder(loader, lines).build()
+        yield
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -222,6 +224,14 @@ def _parse_yaml(text: str) -> tuple[Any, dict[str, int]]:
         raise TemplateError(f"not valid YAML or JSON: {str(exc).splitlines()[0]}") from None
     except RecursionError:
         raise TemplateError("nesting too deep to read") from None
+
+
+def _parse_yaml(text: str) -> tuple[Any, dict[str, int]]:
+    lines: dict[str, int] = {}
+    loader = _Loader(text)
+    try:
+        with yaml_errors():
+            data = _Builder(loader, lines).build()
     finally:
         loader.dispose()
     if data is _NOTHING:
