@@ -110,3 +110,37 @@ def acknowledge_world_ingress(security_group: Any, *, cidrs: Sequence[Any], encr
 def peer(cidr: Any) -> Any:
     """The security-group peer of an allowed CIDR: IPv6 when it contains ':' (e.g. ::/0)."""
     return ec2.Peer.ipv6(cidr) if not is_unresolved(cidr) and ":" in str(cidr) else ec2.Peer.ipv4(cidr)
+
+
+def client_security_group(
+    scope: Any,
+    construct_id: str,
+    *,
+    vpc: Any,
+    front: str,
+    cidrs: Sequence[Any],
+    port: int,
+    encrypted: bool,
+    api_key_on: bool,
+) -> Any:
+    """A front's security group: the listener port from the allowed CIDRs only, no egress but what
+    the listener adds. The ALB and the NLB build it the same way, so the exposure rules above and
+    cdk-nag's acknowledgements read one group shape."""
+    group = ec2.SecurityGroup(
+        scope,
+        construct_id,
+        vpc=vpc,
+        allow_all_outbound=False,
+        description=f"inference {front}: listener port from allowed CIDRs",
+    )
+    for i, cidr in enumerate(cidrs):
+        group.add_ingress_rule(peer(cidr), ec2.Port.tcp(port), f"inference clients {i}")
+    acknowledge_world_ingress(group, cidrs=cidrs, encrypted=encrypted, api_key_on=api_key_on)
+    if any(is_unresolved(cidr) for cidr in cidrs):
+        acknowledge_nag(
+            group,
+            "AwsSolutions-EC23",
+            "ingress is limited to the given CIDRs (default: the VPC CIDR); the rule cannot "
+            "evaluate a CIDR that is a CloudFormation reference and throws instead",
+        )
+    return group

@@ -21,12 +21,10 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ._exposure import TLS_POLICY, acknowledge_world_ingress, check_exposure
-from ._exposure import peer as _peer
+from ._exposure import TLS_POLICY, check_exposure, client_security_group
 from ._logbucket import log_access_logs, new_access_log_bucket
 from ._validate import AffinityPropError, is_unresolved, require, require_int, require_range
 from .fleet import INFERENCE_TAG, VllmFleet
-from .suppressions import acknowledge_nag
 
 STICKY_MIN_S, STICKY_MAX_S = 1, 604800
 
@@ -273,25 +271,16 @@ class StickyAlbFront(Construct):
     # -- builders, in the order the resources are created -----------------------------------------
     def _build_security_group(self, props: _AlbProps, api_key_on: bool) -> None:
         """Listener port from the allowed CIDRs only; no egress but what the listener adds."""
-        self.security_group = ec2.SecurityGroup(
+        self.security_group = client_security_group(
             self,
             "AlbSg",
             vpc=props.fleet.vpc,
-            allow_all_outbound=False,
-            description="inference ALB: listener port from allowed CIDRs",
+            front="ALB",
+            cidrs=props.cidrs,
+            port=props.port,
+            encrypted=props.certificate is not None,
+            api_key_on=api_key_on,
         )
-        for i, cidr in enumerate(props.cidrs):
-            self.security_group.add_ingress_rule(_peer(cidr), ec2.Port.tcp(props.port), f"inference clients {i}")
-        acknowledge_world_ingress(
-            self.security_group, cidrs=props.cidrs, encrypted=props.certificate is not None, api_key_on=api_key_on
-        )
-        if any(is_unresolved(cidr) for cidr in props.cidrs):
-            acknowledge_nag(
-                self.security_group,
-                "AwsSolutions-EC23",
-                "ingress is limited to the given CIDRs (default: the VPC CIDR); the rule cannot "
-                "evaluate a CIDR that is a CloudFormation reference and throws instead",
-            )
 
     def _build_load_balancer(self, props: _AlbProps) -> None:
         self.load_balancer = elbv2.ApplicationLoadBalancer(
