@@ -148,7 +148,7 @@ def test_router_shell_string_is_read_like_its_arguments():
 def _renamed(name: str) -> str:
     """A fixture's objects moved to a namespace of their own (its router's engine namespace too),
     so that several fixtures can be linted together without naming the same objects."""
-    ns = name[:6]
+    ns = name.split("_")[0]
     text = (FIXTURES / name).read_text(encoding="utf-8").replace("namespace: llm", f"namespace: {ns}")
     return text.replace('"--k8s-namespace", "llm"', f'"--k8s-namespace", "{ns}"').replace(
         "--k8s-namespace llm", f"--k8s-namespace {ns}"
@@ -180,7 +180,7 @@ def test_a_helm_template_stream_on_standard_input():
     data = json.loads(proc.stdout)
     got = sorted((f["rule_id"], f["resource"]["id"], f["resource"]["file"]) for f in data["findings"])
     assert got == [
-        ("FLEET001", "Service/nlb_ip/vllm", "<stdin>"),
+        ("FLEET001", "Service/nlb/vllm", "<stdin>"),
         ("K8S003", "Deployment/router/router", "<stdin>"),
     ]
     assert data["errors"] == [] and data["unknown"] == []
@@ -219,6 +219,6 @@ def test_a_folder_of_templates_manifests_and_chart_sources(tmp_path):
     assert got == [
         ("ALB001", "Tg"),
         ("FLEET001", "Ingress/llm/chat"),
-        ("FLEET001", "Service/servic/vllm"),
+        ("FLEET001", "Service/service/vllm"),
         ("K8S003", "Deployment/router/router"),
     ]
