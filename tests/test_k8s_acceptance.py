@@ -222,3 +222,66 @@ def test_a_folder_of_templates_manifests_and_chart_sources(tmp_path):
         ("FLEET001", "Service/service/vllm"),
         ("K8S003", "Deployment/router/router"),
     ]
+
+
+def _objects(name: str) -> list[dict]:
+    import yaml
+
+    return [d for d in yaml.safe_load_all((FIXTURES / name).read_text(encoding="utf-8")) if d]
+
+
+def test_json_objects_one_after_another(tmp_path):
+    """`kubectl get deploy x -o json; kubectl get svc y -o json` (objects one after another, as
+    `kubectl apply -f` reads them): every object is read, each at the line its `{` is on."""
+    docs = _objects("service_overrides_ingress.yaml")
+    text = "\n".join(json.dumps(d, indent=2) for d in docs) + "\n"
+    path = tmp_path / "objects.json"
+    path.write_text(text, encoding="utf-8")
+    report = lint_paths([str(path)])
+    assert report.errors == []
+    assert [(f.rule.id, f.resource.location.resource_id) for f in report.findings] == [("FLEET001", SVC)]
+    line = report.findings[0].resource.location.line
+    assert text.splitlines()[line - 1] == "{" and text.splitlines()[line].strip() == '"apiVersion": "v1",'
+    assert report.resources_checked == len(docs)
+
+
+def test_json_lines_on_standard_input():
+    """`kubectl get … -o json | jq -c '.items[]' | llm-affinity lint -`; a line that is not JSON is
+    one error line for it and the rest (exit 2), what came before is still judged."""
+    docs = _objects("service_overrides_ingress.yaml")
+    lines = [json.dumps(d) for d in docs]
+    proc = _cli("-", "--format", "json", stdin=("\n".join(lines) + "\n").encode())
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [(f["rule_id"], f["resource"]["id"], f["resource"]["line"]) for f in data["findings"]] == [
+        ("FLEET001", SVC, 2)
+    ]
+    bad = "\n".join(lines[:3] + ['{"apiVersion": "v1", oops}'] + lines[3:]) + "\n"
+    proc = _cli("-", "--format", "json", stdin=bad.encode())
+    assert proc.returncode == 2
+    data = json.loads(proc.stdout)
+    assert data["errors"] == [
+        {
+            "input": "<stdin>",
+            "message": "document 4 (line 4): not valid JSON: Expecting property name enclosed in double quotes at "
+            "line 4 column 22 (it and the rest of the stream were not read)",
+        }
+    ]
+    assert data["coverage"]["resources_checked"] == 3
+    assert proc.stderr.decode().splitlines() == [f"llm-affinity: error: <stdin>: {data['errors'][0]['message']}"]
+
+
+def test_two_lists_one_after_another_and_a_stray_value(tmp_path):
+    docs = _objects("service_overrides_ingress.yaml")
+    lists = [
+        {"apiVersion": "v1", "kind": "List", "items": docs[:2]},
+        {"apiVersion": "v1", "kind": "List", "items": docs[2:]},
+    ]
+    path = tmp_path / "lists.json"
+    text = "\n".join(json.dumps(x, indent=1) for x in lists) + "\n"
+    path.write_text(text + "5\n", encoding="utf-8")
+    report = lint_paths([str(path)])
+    assert [(f.rule.id, f.resource.location.resource_id) for f in report.findings] == [("FLEET001", SVC)]
+    stray = len(text.splitlines()) + 1
+    assert [e.message for e in report.errors] == [f"document 3 (line {stray}): not a Kubernetes object (a int)"]
+    assert report.resources_checked == len(docs)
