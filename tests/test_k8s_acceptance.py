@@ -49,6 +49,8 @@ EXPECTED: dict[str, tuple[dict[tuple[str, str], int], list[tuple[str, str, str]]
     "lbclass_instance_sticky.yaml": ({("K8S001", SVC): 1}, []),
     "lws_behind_alb.yaml": ({("K8S004", "LeaderWorkerSet/llm/vllm"): 1, ("FLEET001", ING): 1}, []),
     "named_service_port.yaml": ({("FLEET001", ING): 1}, []),
+    "nlb_external_without_target_type.yaml": ({("FLEET001", SVC): 1}, []),
+    "nlb_external_without_target_type_sticky.yaml": ({("K8S001", SVC): 1}, []),
     "nlb_ip_nonsticky.yaml": ({("FLEET001", SVC): 1}, []),
     "nlb_port_override.yaml": ({("FLEET001", SVC): 1}, []),
     "one_replica.yaml": ({("FLEET008", DEP): 1, ("ALB009", ING): 1, ("ALB010", ING): 1}, []),
