@@ -46,22 +46,32 @@ EXPECTED: dict[str, tuple[dict[tuple[str, str], int], list[tuple[str, str, str]]
     "ingressclassparams_target_type.yaml": ({("K8S001", ING): 1}, []),
     "keda_scaledobject.yaml": ({("FLEET001", ING): 1}, []),
     "kind_list.json": ({("FLEET001", ING): 1}, []),
+    "kubectl_get_all.yaml": ({("FLEET001", ING): 1}, []),
     "lbclass_instance_sticky.yaml": ({("K8S001", SVC): 1}, []),
+    "legacy_nlb_sticky.yaml": (
+        {},
+        [(r, SVC, "stickiness.enabled") for r in ("FLEET001", "FLEET006", "NLB002", "NLB003")],
+    ),
     "lws_behind_alb.yaml": ({("K8S004", "LeaderWorkerSet/llm/vllm"): 1, ("FLEET001", ING): 1}, []),
     "named_service_port.yaml": ({("FLEET001", ING): 1}, []),
     "nlb_external_without_target_type.yaml": ({("FLEET001", SVC): 1}, []),
     "nlb_external_without_target_type_sticky.yaml": ({("K8S001", SVC): 1}, []),
     "nlb_ip_nonsticky.yaml": ({("FLEET001", SVC): 1}, []),
     "nlb_port_override.yaml": ({("FLEET001", SVC): 1}, []),
+    "nlb_tls_sticky.yaml": ({("NLB001", SVC): 1}, []),
     "one_replica.yaml": ({("FLEET008", DEP): 1, ("ALB009", ING): 1, ("ALB010", ING): 1}, []),
     "other_lbclass.yaml": ({}, []),
+    "plain_loadbalancer_service.yaml": ({("FLEET001", SVC): 1}, []),
     "prefix_caching_last_switch_off.yaml": ({("FLEET003", DEP): 1}, []),
     "prefix_caching_last_switch_on.yaml": ({}, []),
+    "router_same_model_two_deployments.yaml": ({("K8S003", ROUTER): 1}, []),
     "router_session_with_key.yaml": ({}, []),
     "router_session_without_key.yaml": ({("K8S003", ROUTER): 1}, []),
     "router_shell_string_roundrobin.yaml": ({("K8S003", ROUTER): 1}, []),
+    "router_two_models.yaml": ({}, []),
     "service_overrides_ingress.yaml": ({("FLEET001", SVC): 1}, []),
     "sglang.yaml": ({("FLEET001", ING): 1}, []),
+    "short_grace_period.yaml": ({("K8S004", DEP): 1}, []),
     "vllm_shell_string_caching_off.yaml": ({("FLEET003", DEP): 1}, []),
     "weighted_forward.yaml": ({("ALB005", ING): 1}, []),
 }
@@ -88,7 +98,8 @@ def test_fixture_gives_exactly_the_expected_outcome(name):
     if path.suffix == ".yaml":  # the line a finding names is where its object starts
         lines = path.read_text(encoding="utf-8").splitlines()
         for f in report.findings:
-            assert lines[f.resource.location.line - 1].startswith("apiVersion:"), (f.rule.id, f.resource.location)
+            line = lines[f.resource.location.line - 1]
+            assert line.lstrip(" -").startswith("apiVersion:"), (f.rule.id, f.resource.location)
 
 
 def test_one_replica_gives_only_info_findings():
