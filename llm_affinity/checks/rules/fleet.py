@@ -40,6 +40,19 @@ _PREFIX_CACHING_OFF = re.compile(
     r"--no-enable-prefix-caching\b|enable_prefix_caching\s*[=:]\s*[\"']?(false|0)\b|--enable-prefix-caching[= ]+(false|0)\b",
     re.IGNORECASE,
 )
+#: Every way of writing vLLM's prefix-caching switch, on or off (``off`` names the off forms).
+_PREFIX_CACHING_FLAG = re.compile(rf"(?P<off>{_PREFIX_CACHING_OFF.pattern})|--enable-prefix-caching\b", re.IGNORECASE)
+
+
+def prefix_caching_off(text: str) -> str | None:
+    """The flag that turns prefix caching off in one command line (or script), when the last
+    prefix-caching switch written there is an off one: vLLM's argument parser keeps the last of
+    ``--no-enable-prefix-caching`` and ``--enable-prefix-caching`` (a chart's extra args written
+    after its defaults win)."""
+    switches = [m.group("off") for m in _PREFIX_CACHING_FLAG.finditer(text)]
+    return switches[-1] if switches and switches[-1] else None
+
+
 #: What an alarm must watch to count for FLEET005: queue depth or per-target load imbalance.
 LOAD_ALARM_PATTERN = re.compile(
     r"num_requests_waiting|requests_waiting|queue|RequestCountPerTarget|imbalance|hot_?replica", re.IGNORECASE
@@ -184,12 +197,22 @@ def fleet003(model: Model) -> Iterator[Result]:
     hosts += [(f, f.launch.user_data) for f in model.fleets if f.launch.source_id not in engine_ids]
     hosts += [(s, "\n".join(s.commands)) for s in model.services]
     for host, text in hosts:
-        if isinstance(text, str) and _PREFIX_CACHING_OFF.search(text):
+        if isinstance(text, str) and prefix_caching_off(text):
             yield Hit(host, f"{host.id} starts vLLM with prefix caching disabled")
     for workload in model.workloads:  # Kubernetes: only pods that serve through something
-        match = _PREFIX_CACHING_OFF.search("\n".join(workload.commands)) if workload.inference else None
-        if match:
-            yield Hit(workload, f"{name(workload)} starts vLLM with prefix caching disabled ({match.group(0)})")
+        flag = workload_caching_off(workload) if workload.inference else None
+        if flag:
+            yield Hit(workload, f"{name(workload)} starts vLLM with prefix caching disabled ({flag})")
+
+
+def workload_caching_off(workload: Workload) -> str | None:
+    """The off switch of the first container command line of ``workload`` that ends with
+    prefix caching off (each container's command line is judged on its own)."""
+    for line in workload.commands:
+        flag = prefix_caching_off(line)
+        if flag:
+            return flag
+    return None
 
 
 def _sticky_inference_tgs(model: Model, spreading: bool = False) -> Iterator[TargetGroup]:

@@ -15,7 +15,7 @@ from ..model import Model, Router, TargetGroup, Workload
 from ..replicas import single
 from .base import Hit, Result, Unknown, rule
 from .common import inference_target_groups, is_kube, name, replicas_behind, unresolved, when
-from .fleet import _PREFIX_CACHING_OFF, REPLICAS
+from .fleet import REPLICAS, workload_caching_off
 
 DOCS_TARGET_TYPE = (
     "https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/ingress/annotations/#target-type"
@@ -139,7 +139,7 @@ def _caching_engines(model: Model, router: Router) -> list[Workload]:
     out: list[Workload] = []
     for engine_id in router.engine_ids:
         for engine in model.workloads_by_id(engine_id, router):
-            if engine.inference and not _PREFIX_CACHING_OFF.search("\n".join(engine.commands)):
+            if engine.inference and not workload_caching_off(engine):
                 out.append(engine)
     return out
 

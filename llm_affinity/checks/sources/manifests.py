@@ -2,8 +2,9 @@
 
 ``lint`` takes files, folders and standard input holding either. A template is one YAML or
 JSON document with ``Resources``; Kubernetes manifests are YAML streams (``---`` between
-documents, as ``helm template`` and ``kustomize build`` print them), JSON objects, and ``kind:
-List`` (``kubectl get -o yaml|json``), each object recognised by ``apiVersion`` and ``kind``.
+documents, as ``helm template`` and ``kustomize build`` print them), JSON objects (one, or
+several one after another, as ``kubectl apply -f`` reads them), and ``kind: List`` (``kubectl get
+-o yaml|json``), each object recognised by ``apiVersion`` and ``kind``.
 
 Why the stream is split at document markers before parsing: a syntax error stops libyaml for the
 rest of the stream, and one bad document must cost that document only (one error line each, the
@@ -149,7 +150,13 @@ def parse_input(raw: bytes, path: str, *, explicit: bool) -> Parsed:
     gc.disable()  # many small acyclic objects: see template_file.template_from_bytes
     try:
         if Path(path).suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
-            return _from_json(text, path, explicit)
+            try:
+                return _from_json(text, path, explicit)
+            except TemplateError:
+                stream = _json_stream(text)  # only once one value failed: a template is parsed once
+                if stream is None:
+                    raise
+                return _from_json_stream(text, path, *stream)
         documents = _documents(text)
         if not documents:
             raise TemplateError("no document (only comments and document markers)")
@@ -242,6 +249,72 @@ def _json_item_lines(text: str, data: dict[str, Any]) -> list[int]:
     except (ValueError, IndexError, RecursionError):
         return []
     return lines
+
+
+# --- a stream of JSON objects ---------------------------------------------------------------------
+
+
+def _json_stream(text: str) -> tuple[list[tuple[int, int, int]], bool] | None:
+    """(start, end, first line) of each value of a stream of JSON objects written one after the
+    other, as ``kubectl apply -f`` reads them (``kubectl get a -o json; kubectl get b -o json``,
+    ``jq -c '.items[]'``), or None when the text is not one (its first value does not decode, or
+    it is alone), and whether its last span is what follows a value that does not decode (one
+    error line for the rest of the stream: a JSON stream has no marker to resume at)."""
+    decoder = json.JSONDecoder()
+    spans: list[tuple[int, int, int]] = []
+    pos, line, counted = 0, 1, 0
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        if pos >= len(text):
+            break
+        line += text.count("\n", counted, pos)
+        counted = pos
+        if not text.startswith("{", pos) and not spans:
+            return None
+        try:
+            _, end = decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            if not spans:
+                return None
+            spans.append((pos, len(text), line))
+            return spans, True
+        spans.append((pos, end, line))
+        pos = end
+    return (spans, False) if len(spans) > 1 else None
+
+
+def _from_json_stream(text: str, path: str, spans: list[tuple[int, int, int]], cut: bool) -> Parsed:
+    """Each JSON value of the stream is one document: read as a JSON file would be (duplicate
+    keys, nesting), one error line for one that is not a Kubernetes object, the others read."""
+    parsed = Parsed()
+    read = 0
+    for number, (start, end, line) in enumerate(spans, 1):
+        where = f"document {number} (line {line})"
+        if read >= MAX_DOCUMENTS:
+            parsed.problems.append(f"more than {MAX_DOCUMENTS:,} documents: {where} and the rest were not read")
+            break
+        # the columns of its parser's messages as in the whole input (a value may start mid-line)
+        chunk = " " * (start - text.rfind("\n", 0, start) - 1) + text[start:end]
+        read += 1
+        try:
+            data, _ = parse_text(chunk, json_first=True, json_only=True)
+        except TemplateError as exc:
+            rest = " (it and the rest of the stream were not read)" if cut and number == len(spans) else ""
+            parsed.problems.append(f"{where}: {_shift(str(exc), line - 1)}{rest}")
+            continue
+        if isinstance(data, dict) and "Resources" in data:
+            parsed.problems.append(
+                f"{where}: a CloudFormation template inside a multi-document stream (lint it as a file of its own)"
+            )
+            continue
+        if not _is_object(data):
+            what = "no apiVersion and kind" if isinstance(data, dict) else f"a {_kind(data)}"
+            parsed.problems.append(f"{where}: not a Kubernetes object ({what})")
+            continue
+        item_lines = _json_item_lines(chunk, data) if _is_list(data) else []
+        read += _add_objects(parsed, data, path, line, [line + n - 1 for n in item_lines], where) - 1
+    return parsed
 
 
 # --- a stream of documents -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ to start without it), ``--service-discovery k8s|static``, ``--k8s-namespace``,
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -44,12 +45,20 @@ def router_container(obj: KubeObject) -> dict[str, Any] | None:
 
 
 def arguments(container: dict[str, Any]) -> dict[str, Any]:
-    """``--flag value`` and ``--flag=value`` words → flag → value (``True`` for a flag alone)."""
+    """``--flag value`` and ``--flag=value`` words → flag → value (``True`` for a flag alone).
+    A word that is itself a command line with flags (``sh -c "vllm-router --routing-logic ..."``)
+    is split as the shell would split it."""
     words: list[str] = []
     for key in ("command", "args"):
         value = container.get(key)
-        if isinstance(value, list):
-            words += [str(w) for w in value if isinstance(w, (str, int, float)) and not isinstance(w, bool)]
+        for word in value if isinstance(value, list) else []:
+            if isinstance(word, str) and " --" in word:
+                try:
+                    words += shlex.split(word)
+                except ValueError:  # unbalanced quotes: the shell refuses it too; read its words
+                    words += word.split()
+            elif isinstance(word, (str, int, float)) and not isinstance(word, bool):
+                words.append(str(word))
     out: dict[str, Any] = {}
     n = 0
     while n < len(words):

@@ -4,7 +4,10 @@ Controller makes of them.
 Which Services the controller handles (``pkg/service/service_utils.go``): a
 ``spec.loadBalancerClass`` of ``service.k8s.aws/nlb`` (any other class: not it), else the
 annotation ``service.beta.kubernetes.io/aws-load-balancer-type`` ``nlb-ip``, or ``external``
-with an ``aws-load-balancer-nlb-target-type``. A ``type: LoadBalancer`` Service with neither
+with an ``aws-load-balancer-nlb-target-type`` (on a ``type: LoadBalancer`` Service ``external``
+alone too: the in-tree provider skips it, and the controller's webhook gives it the controller's
+class, so the controller's NLB with instance targets is the only load balancer it can get).
+A ``type: LoadBalancer`` Service with neither
 (or with the legacy ``aws-load-balancer-type: nlb``) is *ambiguous*: the controller's webhook
 gives it the controller's class when the controller (v2.5+) is installed, otherwise the in-tree
 cloud provider makes a classic load balancer (or an NLB). Neither applies stickiness unless the
@@ -73,6 +76,10 @@ def handled_as_nlb(service: KubeObject) -> str | None:
     kind = service.annotations.get(SVC + "aws-load-balancer-type", "").strip().lower()
     target = service.annotations.get(NLB + "nlb-target-type", "").strip().lower()
     if kind == "nlb-ip" or (kind == "external" and target in ("ip", "instance")):
+        return CONTROLLER
+    if spec.get("type") == "LoadBalancer" and kind == "external" and not target:
+        # the in-tree provider leaves ``external`` alone; the controller's webhook gives the
+        # Service its class (``webhooks/core/service_mutator.go``): its NLB, instance targets
         return CONTROLLER
     if spec.get("type") == "LoadBalancer" and kind in ("", "nlb"):
         return AMBIGUOUS
