@@ -29,6 +29,10 @@ V1 = (
     'vllm:num_requests_waiting{{engine="0",model_name="m"}} 2\n'
     'vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} {kv}\n'
 )
+TWO_SERIES = (
+    'vllm:prefix_cache_queries_total{{engine="0"}} {v}\nvllm:prefix_cache_queries_total{{engine="1"}} {v}\n'
+    'vllm:prefix_cache_hits_total{{engine="0"}} {v}\nvllm:prefix_cache_hits_total{{engine="1"}} {v}\n'
+)
 
 
 def sli(capsys, *argv: str) -> tuple[int, dict, list[str]]:
@@ -117,9 +121,17 @@ def test_deadline_stops_the_scraping_and_says_so(capsys):
         (V1.format(q=0, h=0, kv=0.1), V1.format(q="+Inf", h=1, kv=0.1), "impossible value (inf)"),
         (V1.format(q=0, h=-5, kv=0.1), V1.format(q=10, h=1, kv=0.1), "impossible value (-5.0)"),
         (V1.format(q=0, h=0, kv=0.1), V1.format(q=10, h=1, kv=7), "a share must be between 0 and 1"),
+        # two label sets of 1.7e308 each once summed to inf: a NaN hit rate, then no JSON report at all
+        (V1.format(q=0, h=0, kv=0.1), TWO_SERIES.format(v="1.7e308"), "impossible value (1.7e+308)"),
+        (V1.format(q=0, h=0, kv=0.1), V1.format(q=2**53 + 2, h=1, kv=0.1), "impossible value (9007199254740994.0)"),
+        # the same series twice in the second scrape once counted its hits twice: a wrong number
+        (V1.format(q=100, h=10, kv=0.1), V1.format(q=200, h=60, kv=0.1) + V1.splitlines()[1].format(h=60),
+         'vllm:prefix_cache_hits_total{engine="0",model_name="m"} appears twice in one scrape'),
+        (V1.format(q=100, h=10, kv=0.1) * 2, V1.format(q=200, h=60, kv=0.1), "appears twice in one scrape"),
     ],
-    ids=["backwards", "hits-above-queries", "nan", "inf", "negative", "usage-above-1"],
-)
+    ids=["backwards", "hits-above-queries", "nan", "inf", "negative", "usage-above-1", "sum-overflow",
+         "beyond-2^53", "duplicate-series-second", "duplicate-series-first"],
+)  # fmt: skip
 def test_impossible_engine_values_are_errors_never_numbers(capsys, first, second, message):
     with metrics_server(first, second) as s:
         code, report, _ = sli(capsys, "--metrics", s.url + "/metrics", "--metrics-interval", "0")
