@@ -274,12 +274,39 @@ def test_max_response_mb_raises_the_cap(capsys):
         ("--expect-hit-rate", "nan"),
         ("--expect-stability", "inf"),
         ("--think-time", "nan"),
+        ("--deadline", "1e309"),
+        # workload flags had no upper bound: 10^8 sessions queued 10^8 futures (and a thread each,
+        # as --concurrency defaults to all sessions) and never reached the --deadline
+        ("--sessions", "100000000"),
+        ("--turns", "1000001"),
+        ("--concurrency", "100000"),
+        ("--system-words", "100000000"),
+        ("--turn-words", "100000000"),
+        ("--max-tokens", "10000000000"),
     ],
 )
 def test_limits_and_thresholds_must_be_finite_and_in_range(capsys, flag, value):
     assert main(["probe", "http://127.0.0.1:9/v1", flag, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and flag in err[0], err
+
+
+@pytest.mark.parametrize("where", ["flag", "environment"])
+def test_an_api_key_that_cannot_be_a_header_is_refused_and_never_shown(capsys, monkeypatch, where):
+    """A CR/LF in the key once reached httpx, whose error quoted the whole header: the secret
+    printed on stderr (CI logs), and the run called the endpoint "unreachable"."""
+    secret = "sk-SECRET\r\nX-Injected: 1"
+    monkeypatch.delenv("LLM_AFFINITY_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", secret if where == "environment" else "")
+    argv = ["probe", "http://127.0.0.1:9/v1", *(["--api-key", secret] if where == "flag" else [])]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    source = "--api-key" if where == "flag" else "$OPENAI_API_KEY"
+    assert (
+        captured.err
+        == f"llm-affinity: {source} holds a control character or non-ASCII text: not a bearer token (not shown)\n"
+    )
+    assert "SECRET" not in captured.out + captured.err
 
 
 def test_flags_are_never_abbreviated(capsys):
