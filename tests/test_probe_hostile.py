@@ -119,6 +119,18 @@ def test_one_bad_response_is_one_error_and_the_rest_is_reported_exactly(capsys, 
         assert_one_bad_session(server, code, report, err, message)
 
 
+@pytest.mark.parametrize("end", [b"\r", b"\r\n", b"\n"], ids=["cr", "crlf", "lf"])
+def test_every_sse_line_ending_is_read(capsys, end):
+    """SSE lines end at CR LF, LF or a lone CR; a lone CR once made the whole stream one line
+    ("Extra data"), an error for a conforming server."""
+    with H.HostileServer(H.by_path("lines"), lines=H.line_endings(end)) as server:
+        code, report, err = probe(capsys, server.url + "/v1")
+        good = good_turns(server)
+    assert (code, report["errors"], err) == (0, [], [])
+    assert report_turns(report) == good == [(1, SESSIONS, *good[0][2:]), (2, SESSIONS, *good[1][2:])]
+    assert report["instances"] == {"i-good": SESSIONS * TURNS}
+
+
 def test_deadline_reports_what_finished_and_says_it_is_incomplete(capsys):
     with H.HostileServer(H.first_session_only("silent"), silent=H.silent) as server:
         code, report, err = probe(capsys, server.url + "/v1", "--deadline", "1.5")
