@@ -646,6 +646,23 @@ def test_gzip_telemetry_is_not_a_special_case(tmp_path, capsys):
     assert "not UTF-8" in report["errors"][0]["message"]
 
 
+def test_a_byte_order_mark_and_crlf_line_ends_are_not_part_of_the_records(tmp_path, capsys):
+    """A file saved by a Windows editor (BOM, CRLF) once lost its first record as "not JSON"."""
+    path = tmp_path / "t.jsonl"
+    records = [
+        Record(ts=1.0 + i, session="s", turn=1 + i, instance="i-1", prompt_tokens=10, cached_tokens=i) for i in range(3)
+    ]
+    with open(path, "wb") as fh:
+        fh.write(b"\xef\xbb\xbf" + b"".join(json.dumps(r.as_dict()).encode() + b"\r\n" for r in records))
+    code, report, _ = sli(capsys, str(path))
+    assert (code, report["errors"], report["requests"]) == (0, [], 3)
+    assert [(t["turn"], t["prompt_tokens"], t["cached_tokens"]) for t in report["per_turn"]] == [
+        (1, 10, 0),
+        (2, 10, 1),
+        (3, 10, 2),
+    ]
+
+
 def test_text_output_escapes_what_came_from_a_file(tmp_path, capsys):
     path = tmp_path / "t.jsonl"
     records = [

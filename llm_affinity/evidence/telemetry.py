@@ -205,15 +205,21 @@ def parse_line(line: bytes) -> Record:
     return parse_record(data)
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def bounded_lines(fh: BinaryIO, limit: int = MAX_LINE) -> Iterator[tuple[int, bytes | None]]:
     """``(line number, line)`` of a binary stream; ``None`` for a line longer than ``limit``
-    (its bytes are skipped, never held). Blank lines are not yielded."""
+    (its bytes are skipped, never held). Blank lines are not yielded; a UTF-8 byte order mark
+    opening the stream (Windows editors and PowerShell write one) is not part of line 1."""
     number = 0
     while True:
         line = fh.readline(limit + 1)
         if not line:
             return
         number += 1
+        if number == 1 and line.startswith(_BOM):
+            line = line[len(_BOM) :]
         if len(line) > limit and not line.endswith(b"\n"):
             while True:  # skip the rest of the long line in bounded pieces
                 more = fh.readline(limit + 1)
