@@ -131,6 +131,19 @@ def test_every_sse_line_ending_is_read(capsys, end):
     assert report["instances"] == {"i-good": SESSIONS * TURNS}
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a device that is always full)")
+def test_a_full_disk_is_one_clear_line_and_the_report_is_kept(capsys, tmp_path):
+    """--raw on a full disk once failed inside a session thread: "internal error: OSError", no
+    report; --output failed when the file was closed, outside the handler."""
+    with H.HostileServer(H.by_path("good")) as server:
+        code, report, err = probe(capsys, server.url + "/v1", "--raw", "/dev/full")
+        assert code == 2 and report["requests"] == SESSIONS * TURNS
+        assert report["errors"] == [{"input": "--raw", "message": "/dev/full: cannot write: No space left on device"}]
+        assert err == ["llm-affinity: error: --raw: /dev/full: cannot write: No space left on device"]
+        code, report, err = probe(capsys, server.url + "/v1", "--output", "/dev/full")
+        assert (code, report, err) == (2, None, ["llm-affinity: --output /dev/full: No space left on device"])
+
+
 def test_deadline_reports_what_finished_and_says_it_is_incomplete(capsys):
     with H.HostileServer(H.first_session_only("silent"), silent=H.silent) as server:
         code, report, err = probe(capsys, server.url + "/v1", "--deadline", "1.5")

@@ -194,6 +194,11 @@ def test_llama_server_counters_exclude_cached_tokens():
         (["--metrics", "http://x/metrics", "--request-timeout", "0"], "--request-timeout"),
         (["--metrics", "http://x/metrics", "--max-response-mb", "-1"], "--max-response-mb"),
         (["--metrics", "ftp://x/metrics"], "--metrics 'ftp://x/metrics' is not an http(s) URL"),
+        (
+            ["--metrics", "http://[::1/metrics"],
+            "--metrics 'http://[::1/metrics' is not a usable URL (Invalid IPv6 URL)",
+        ),
+        (["--metrics", "http://h/\x1b[2J"], "--metrics 'http://h/\\x1b[2J' is not a usable URL: it holds a space or"),
         (["t.jsonl", "--expect-hit-rate", "nan"], "--expect-hit-rate"),
         (["t.jsonl", "--stickiness-duration", "inf"], "--stickiness-duration"),
         (["--alb-logs", "x", "--memory-limit", "1GB'; COPY (SELECT 1) TO '/tmp/x"], "--memory-limit"),

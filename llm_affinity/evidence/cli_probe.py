@@ -246,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
         if writer is not None:
             writer.close()
     errors = list(result.errors)
+    if writer is not None and writer.error is not None:
+        errors.append({"input": "--raw", "message": f"{args.raw}: {writer.error}"})
     if result.incomplete:
         finished = len(result.records)
         errors.append(
