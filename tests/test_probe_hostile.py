@@ -144,6 +144,22 @@ def test_a_full_disk_is_one_clear_line_and_the_report_is_kept(capsys, tmp_path):
         assert (code, report, err) == (2, None, ["llm-affinity: --output /dev/full: No space left on device"])
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a device that is always full)")
+def test_a_chart_on_a_full_disk_is_an_error_not_a_silent_pass(capsys, tmp_path):
+    """matplotlib's PNG writer lost the failed write: exit 0 and an empty chart."""
+    pytest.importorskip("matplotlib")
+    with H.HostileServer(H.by_path("good")) as server:
+        code, report, err = probe(capsys, server.url + "/v1", "--chart", "/dev/full")
+        assert code == 2 and report["requests"] == SESSIONS * TURNS and report["errors"] == []
+        assert err == ["llm-affinity: --chart /dev/full: No space left on device"]
+        code, report, err = probe(capsys, server.url + "/v1", "--chart", str(tmp_path / "c.xyz"))
+        assert code == 2 and err == [
+            f"llm-affinity: --chart {tmp_path / 'c.xyz'}: matplotlib cannot write .xyz files (use .png)"
+        ]
+        code, report, err = probe(capsys, server.url + "/v1", "--chart", str(tmp_path / "c.png"))
+        assert code == 0 and (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_deadline_reports_what_finished_and_says_it_is_incomplete(capsys):
     with H.HostileServer(H.first_session_only("silent"), silent=H.silent) as server:
         code, report, err = probe(capsys, server.url + "/v1", "--deadline", "1.5")
