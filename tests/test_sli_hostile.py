@@ -148,6 +148,30 @@ def test_the_prometheus_parser_is_linear_on_hostile_lines():
     assert samples == {"vllm:prefix_cache_queries": [7.0]}
 
 
+def test_a_scrape_holds_only_the_engine_lines_it_keeps():
+    """The body was read whole, then decoded and split: a 300 MB line under a raised
+    --max-response-mb peaked at 935 MB. Lines are now cut as they arrive and only the engine's
+    samples are kept."""
+    import tracemalloc
+
+    from llm_affinity.evidence.metrics import _engine_lines
+
+    block = b"x" * (1 << 20)
+
+    def body():
+        yield b"# HELP vllm:prefix_cache_hits_total hits\nvllm:prefix_cache_hits_total 5\nvllm:big "
+        for _ in range(300):
+            yield block
+        yield b" 1\nprocess_cpu_seconds_total 3\n" + b"go_gc 1\n" * 100_000 + b"vllm:prefix_cache_queries_total 9"
+
+    tracemalloc.start()
+    kept = _engine_lines(body())
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert kept == [b"vllm:prefix_cache_hits_total 5", b"vllm:prefix_cache_queries_total 9"]
+    assert peak < 8 << 20, peak
+
+
 SGLANG = (
     'sglang:prompt_tokens_total{{model_name="m",is_streaming="true"}} {p}\n'
     'sglang:cached_tokens_total{{model_name="m",cache_source="device"}} {c1}\n'

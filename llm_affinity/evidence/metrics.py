@@ -35,7 +35,7 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ..common.text import printable
 from .alb_logs import InputError
@@ -268,6 +268,43 @@ def _snippet(data: bytes) -> str:
     return text[:200] + ("…" if len(text) > 200 else "")
 
 
+_ENGINE_PREFIXES = tuple(prefix.encode() for _, prefix in SERVERS)
+
+
+def _engine_lines(chunks: Iterable[bytes]) -> list[bytes]:
+    """The sample lines of a known engine (``vllm:``, ``sglang:``, ``llamacpp:``) in a streamed
+    body, read line by line as it arrives: comments, other metrics and lines longer than
+    :data:`MAX_SAMPLE_LINE` are dropped at once, so a scrape holds what it keeps, never the whole
+    body (a 300 MB line costs a 64 KiB buffer, whatever ``--max-response-mb`` allows)."""
+    kept: list[bytes] = []
+    buf = bytearray()
+    skipping = False  # inside a line already longer than the cap: its bytes are dropped
+    for chunk in chunks:
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                if not skipping:
+                    buf += chunk[start:]
+                    if len(buf) > MAX_SAMPLE_LINE:
+                        buf.clear()
+                        skipping = True
+                break
+            if skipping:
+                skipping = False
+            else:
+                buf += chunk[start:end]
+                line = bytes(buf).strip()
+                if len(buf) <= MAX_SAMPLE_LINE and line.startswith(_ENGINE_PREFIXES):
+                    kept.append(line)
+            buf.clear()
+            start = end + 1
+    line = bytes(buf).strip()
+    if not skipping and line.startswith(_ENGINE_PREFIXES):
+        kept.append(line)
+    return kept
+
+
 def _http_get(limits: ScrapeLimits) -> tuple[Callable[[str], str], Callable[[], None]]:
     """A bounded ``get(url) -> text`` and its ``close``."""
     import httpx
@@ -298,7 +335,8 @@ def _http_get(limits: ScrapeLimits) -> tuple[Callable[[str], str], Callable[[], 
                     if resp.status_code != 200:
                         head = httpio.read_head(resp, 1024)
                         raise ScrapeError(f"HTTP {resp.status_code}: {_snippet(head) or 'empty body'}")
-                    return httpio.read_body(resp, limits.max_response).decode("utf-8", errors="replace")
+                    kept = _engine_lines(httpio.iter_decoded(resp, limits.max_response))
+                    return b"\n".join(kept).decode("utf-8", errors="replace")
             raise ScrapeError(f"more than {MAX_REDIRECTS} redirects")
         raise AssertionError("unreachable")
 
