@@ -474,6 +474,20 @@ def test_random_mixtures_report_the_good_records_exactly(tmp_path, lines):
 # --- ALB access logs ---------------------------------------------------------------------------
 
 
+def test_one_session_on_many_requests_is_not_a_row_per_request(tmp_path, capsys):
+    """The ALB turn is the request's position in its session: one session value on a million
+    requests (a load tester) made a million per_turn rows, 1.3 GB for a 7 MB log. Turns stop at
+    sql.MAX_ALB_TURN; the later requests count there, and everything else is unchanged."""
+    n = sql.MAX_ALB_TURN + 5
+    lines = [alb_line(i, A if i % 2 else B, query="?llm_session=bot") for i in range(n)]
+    path = write(str(tmp_path / "alb.log"), lines)
+    code, report, _ = sli(capsys, "--alb-logs", path, "--session-query", "llm_session")
+    assert (code, report["requests"], report["sessions"], report["errors"]) == (0, n, 1, [])
+    assert [t["turn"] for t in report["per_turn"]] == list(range(1, sql.MAX_ALB_TURN + 1))
+    assert [t["requests"] for t in report["per_turn"][-2:]] == [1, 6]
+    assert report["stability"] == 0.0 and report["instances"] == {A: n // 2, B: n - n // 2}
+
+
 def test_a_url_with_an_unencoded_space_is_read_whole(tmp_path, capsys):
     lines = [
         alb_line(0, A, query="?llm_session=agent one&x=1"),

@@ -48,6 +48,11 @@ ALB_TYPES = ("http", "https", "h2", "grpcs", "ws", "wss")
 #: escaping in a URL, a regular expression or an SQL literal beyond ``.`` and ``-``.
 SESSION_KEY_RE = re.compile(r"^[A-Za-z0-9_.~-]{1,128}$")
 
+#: The last turn an ALB log line is given: the request's position in its session, and the later
+#: requests of a session all count as this turn. One session value on a million requests (a load
+#: tester, a bot) once made a million ``per_turn`` rows: 1.3 GB for a 7 MB log.
+MAX_ALB_TURN = 1000
+
 #: Columns of the report rows, in order, with their types (Athena returns strings; we parse them).
 REPORT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("kind", "str"),
@@ -286,7 +291,10 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
     if alb:
         order = "ts, instance NULLS LAST"
         columns = "file, ok, ts, session, instance"
-        derived = ", CASE WHEN session IS NOT NULL THEN nth END AS turn, CASE WHEN ok THEN 1 ELSE 0 END AS request"
+        derived = (
+            f", CASE WHEN session IS NOT NULL THEN LEAST(nth, {MAX_ALB_TURN}) END AS turn, "
+            "CASE WHEN ok THEN 1 ELSE 0 END AS request"
+        )
         tokens = "CAST(NULL AS BIGINT) AS prompt_tokens, CAST(NULL AS BIGINT) AS cached_tokens"
         sets, skipped_kind = (
             "(), (instance), (turn), (file)",
