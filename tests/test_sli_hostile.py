@@ -20,7 +20,7 @@ from llm_affinity.cli import main
 from llm_affinity.common.install import install_command
 from llm_affinity.evidence import athena, sql
 from llm_affinity.evidence.metrics import engine_view, parse_prometheus
-from llm_affinity.evidence.report import REPORT_KEYS, Record, build_report
+from llm_affinity.evidence.report import MAX_TURN_ROW, REPORT_KEYS, Record, build_report
 
 A, B = "10.0.1.10:8000", "10.0.2.20:8000"
 V1 = (
@@ -477,15 +477,39 @@ def test_random_mixtures_report_the_good_records_exactly(tmp_path, lines):
 def test_one_session_on_many_requests_is_not_a_row_per_request(tmp_path, capsys):
     """The ALB turn is the request's position in its session: one session value on a million
     requests (a load tester) made a million per_turn rows, 1.3 GB for a 7 MB log. Turns stop at
-    sql.MAX_ALB_TURN; the later requests count there, and everything else is unchanged."""
-    n = sql.MAX_ALB_TURN + 5
+    MAX_TURN_ROW; the later requests count there, and everything else is unchanged."""
+    n = MAX_TURN_ROW + 5
     lines = [alb_line(i, A if i % 2 else B, query="?llm_session=bot") for i in range(n)]
     path = write(str(tmp_path / "alb.log"), lines)
     code, report, _ = sli(capsys, "--alb-logs", path, "--session-query", "llm_session")
     assert (code, report["requests"], report["sessions"], report["errors"]) == (0, n, 1, [])
-    assert [t["turn"] for t in report["per_turn"]] == list(range(1, sql.MAX_ALB_TURN + 1))
+    assert [t["turn"] for t in report["per_turn"]] == list(range(1, MAX_TURN_ROW + 1))
     assert [t["requests"] for t in report["per_turn"][-2:]] == [1, 6]
     assert report["stability"] == 0.0 and report["instances"] == {A: n // 2, B: n - n // 2}
+
+
+def test_turns_after_the_last_row_are_counted_in_it_alike_in_sql_and_in_python(tmp_path, capsys):
+    """A telemetry file numbering its turns to a million made a million rows (1.5 GB for 46 MB).
+    Turns after MAX_TURN_ROW join its row: their tokens, requests and TTFT samples — in the SQL
+    (sli) and in the accumulator (probe) alike."""
+    n = MAX_TURN_ROW + 5
+    records = [
+        Record(ts=float(i), session="s", turn=i + 1, instance="i-a", prompt_tokens=10 * (i + 1), cached_tokens=i,
+               ttft_ms=float(i % 7), status=200)
+        for i in range(n)
+    ]  # fmt: skip
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r.as_dict()) + "\n" for r in records))
+    code, report, _ = sli(capsys, str(path))
+    assert (code, report["errors"], report["requests"]) == (0, [], n)
+    last = report["per_turn"][-1]
+    tail = records[MAX_TURN_ROW - 1 :]
+    assert len(report["per_turn"]) == MAX_TURN_ROW and last["turn"] == MAX_TURN_ROW
+    assert (last["requests"], last["prompt_tokens"], last["cached_tokens"]) == (
+        len(tail), sum(r.prompt_tokens for r in tail), sum(r.cached_tokens for r in tail),
+    )  # fmt: skip
+    python = build_report(records, source=report["source"])
+    assert python["per_turn"] == report["per_turn"] and python["warm_hit_rate"] == report["warm_hit_rate"]
 
 
 def test_a_url_with_an_unencoded_space_is_read_whole(tmp_path, capsys):
