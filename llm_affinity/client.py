@@ -547,11 +547,13 @@ class _Observer:
         self.buffer = bytearray()
         prompt = cached = None
         if self.usage is not None:
-            prompt = _int(self.usage.get("prompt_tokens"))
+            raw_prompt = self.usage.get("prompt_tokens")
             details = self.usage.get("prompt_tokens_details")
-            cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
-            if prompt is not None and cached is not None and cached > prompt:
-                prompt = cached = None  # impossible: unknown, never numbers
+            raw_cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            prompt, cached = _int(raw_prompt), _int(raw_cached)
+            impossible = (raw_prompt is not None and prompt is None) or (raw_cached is not None and cached is None)
+            if impossible or (prompt is not None and cached is not None and cached > prompt):
+                prompt = cached = None  # a usage object with an impossible count: unknown, never numbers
         self.transport._write(self.ts, self.turn, self.instance, prompt, cached, self.ttft_ms, self.status)
 
 

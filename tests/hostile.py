@@ -181,6 +181,23 @@ def good_stream(h: Any) -> None:
     stream_events(h, [content_event("hello"), content_event(" there"), {"choices": [], "usage": usage}, b"[DONE]"])
 
 
+def line_endings(end: bytes) -> Callable[[Any], None]:
+    """The good answer with every line ending ``end`` (``\\r`` alone and ``\\r\\n`` are as
+    valid in SSE as ``\\n``), each byte of the stream sent as its own chunk: a ``\\r\\n`` is
+    always cut between two reads."""
+
+    def behaviour(h: Any) -> None:
+        usage = usage_for(h)
+        events = [content_event("hello"), content_event(" there"), {"choices": [], "usage": usage}, b"[DONE]"]
+        head(h, Transfer_Encoding="chunked", **{"X-Served-By": "i-good"})
+        for event in events:
+            for byte in sse(event).replace(b"\n", end):
+                chunk(h, bytes([byte]))
+        end_chunks(h)
+
+    return behaviour
+
+
 def usage_stream(usage: dict) -> Callable[[Any], None]:
     """A well-formed stream whose final usage is ``usage`` (impossible values included)."""
 

@@ -68,10 +68,13 @@ def test_gzip_bodies_are_decoded_here_and_read_as_usual(tmp_path):
         H.usage_stream({"prompt_tokens": 5, "prompt_tokens_details": {"cached_tokens": 10}}),
         H.usage_stream({"prompt_tokens": -5}),
         H.raw_usage_stream(b'{"prompt_tokens": 1' + b"0" * 400 + b"}"),
+        # one impossible count once dropped only itself: cached 1 was kept beside an unknown prompt
+        H.raw_usage_stream(b'{"prompt_tokens": 1' + b"0" * 400 + b', "prompt_tokens_details": {"cached_tokens": 1}}'),
+        H.usage_stream({"prompt_tokens": 100, "prompt_tokens_details": {"cached_tokens": "50"}}),
         H.nested_chunk(),
         H.long_line(3),
     ],
-    ids=["cached-above-prompt", "negative", "10e400", "nested", "3MB-line"],
+    ids=["cached-above-prompt", "negative", "10e400", "10e400-beside-cached", "cached-as-string", "nested", "3MB-line"],
 )
 def test_telemetry_records_impossible_usage_as_unknown_and_the_request_still_completes(behaviour):
     got: list[dict] = []

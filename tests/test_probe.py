@@ -394,6 +394,13 @@ def test_non_openai_endpoint_exits_2_with_one_line(html_server, capsys, tmp_path
     "args, message",
     [
         (["ftp://x/v1"], "llm-affinity: BASE_URL 'ftp://x/v1' is not an http(s) URL"),
+        # these once reached httpx or urlsplit mid-run: "internal error: InvalidURL/ValueError ..."
+        (["http://[::1/v1"], "llm-affinity: BASE_URL 'http://[::1/v1' is not a usable URL (Invalid IPv6 URL)"),
+        (["http://127.0.0.1:abc/v1"], "llm-affinity: BASE_URL 'http://127.0.0.1:abc/v1' is not a usable URL (Port"),
+        (
+            ["http://127.0.0.1:9/v1/\x1b[2J"],
+            "llm-affinity: BASE_URL 'http://127.0.0.1:9/v1/\\x1b[2J' is not a usable URL: it holds a space or a control",
+        ),
         (["http://127.0.0.1:9/v1?x=1"], "llm-affinity: BASE_URL 'http://127.0.0.1:9/v1?x=1' must not have a query"),
         (["http://127.0.0.1:9/v1", "--session-query", "a&b"], "llm-affinity: --session-query 'a&b': a query key"),
         (["http://127.0.0.1:9/v1", "--instance-header", "X Bad"], "llm-affinity: --instance-header 'X Bad' is not"),

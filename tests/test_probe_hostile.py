@@ -119,6 +119,47 @@ def test_one_bad_response_is_one_error_and_the_rest_is_reported_exactly(capsys, 
         assert_one_bad_session(server, code, report, err, message)
 
 
+@pytest.mark.parametrize("end", [b"\r", b"\r\n", b"\n"], ids=["cr", "crlf", "lf"])
+def test_every_sse_line_ending_is_read(capsys, end):
+    """SSE lines end at CR LF, LF or a lone CR; a lone CR once made the whole stream one line
+    ("Extra data"), an error for a conforming server."""
+    with H.HostileServer(H.by_path("lines"), lines=H.line_endings(end)) as server:
+        code, report, err = probe(capsys, server.url + "/v1")
+        good = good_turns(server)
+    assert (code, report["errors"], err) == (0, [], [])
+    assert report_turns(report) == good == [(1, SESSIONS, *good[0][2:]), (2, SESSIONS, *good[1][2:])]
+    assert report["instances"] == {"i-good": SESSIONS * TURNS}
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a device that is always full)")
+def test_a_full_disk_is_one_clear_line_and_the_report_is_kept(capsys, tmp_path):
+    """--raw on a full disk once failed inside a session thread: "internal error: OSError", no
+    report; --output failed when the file was closed, outside the handler."""
+    with H.HostileServer(H.by_path("good")) as server:
+        code, report, err = probe(capsys, server.url + "/v1", "--raw", "/dev/full")
+        assert code == 2 and report["requests"] == SESSIONS * TURNS
+        assert report["errors"] == [{"input": "--raw", "message": "/dev/full: cannot write: No space left on device"}]
+        assert err == ["llm-affinity: error: --raw: /dev/full: cannot write: No space left on device"]
+        code, report, err = probe(capsys, server.url + "/v1", "--output", "/dev/full")
+        assert (code, report, err) == (2, None, ["llm-affinity: --output /dev/full: No space left on device"])
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a device that is always full)")
+def test_a_chart_on_a_full_disk_is_an_error_not_a_silent_pass(capsys, tmp_path):
+    """matplotlib's PNG writer lost the failed write: exit 0 and an empty chart."""
+    pytest.importorskip("matplotlib")
+    with H.HostileServer(H.by_path("good")) as server:
+        code, report, err = probe(capsys, server.url + "/v1", "--chart", "/dev/full")
+        assert code == 2 and report["requests"] == SESSIONS * TURNS and report["errors"] == []
+        assert err == ["llm-affinity: --chart /dev/full: No space left on device"]
+        code, report, err = probe(capsys, server.url + "/v1", "--chart", str(tmp_path / "c.xyz"))
+        assert code == 2 and err == [
+            f"llm-affinity: --chart {tmp_path / 'c.xyz'}: matplotlib cannot write .xyz files (use .png)"
+        ]
+        code, report, err = probe(capsys, server.url + "/v1", "--chart", str(tmp_path / "c.png"))
+        assert code == 0 and (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_deadline_reports_what_finished_and_says_it_is_incomplete(capsys):
     with H.HostileServer(H.first_session_only("silent"), silent=H.silent) as server:
         code, report, err = probe(capsys, server.url + "/v1", "--deadline", "1.5")
@@ -274,12 +315,39 @@ def test_max_response_mb_raises_the_cap(capsys):
         ("--expect-hit-rate", "nan"),
         ("--expect-stability", "inf"),
         ("--think-time", "nan"),
+        ("--deadline", "1e309"),
+        # workload flags had no upper bound: 10^8 sessions queued 10^8 futures (and a thread each,
+        # as --concurrency defaults to all sessions) and never reached the --deadline
+        ("--sessions", "100000000"),
+        ("--turns", "1000001"),
+        ("--concurrency", "100000"),
+        ("--system-words", "100000000"),
+        ("--turn-words", "100000000"),
+        ("--max-tokens", "10000000000"),
     ],
 )
 def test_limits_and_thresholds_must_be_finite_and_in_range(capsys, flag, value):
     assert main(["probe", "http://127.0.0.1:9/v1", flag, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and flag in err[0], err
+
+
+@pytest.mark.parametrize("where", ["flag", "environment"])
+def test_an_api_key_that_cannot_be_a_header_is_refused_and_never_shown(capsys, monkeypatch, where):
+    """A CR/LF in the key once reached httpx, whose error quoted the whole header: the secret
+    printed on stderr (CI logs), and the run called the endpoint "unreachable"."""
+    secret = "sk-SECRET\r\nX-Injected: 1"
+    monkeypatch.delenv("LLM_AFFINITY_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", secret if where == "environment" else "")
+    argv = ["probe", "http://127.0.0.1:9/v1", *(["--api-key", secret] if where == "flag" else [])]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    source = "--api-key" if where == "flag" else "$OPENAI_API_KEY"
+    assert (
+        captured.err
+        == f"llm-affinity: {source} holds a control character or non-ASCII text: not a bearer token (not shown)\n"
+    )
+    assert "SECRET" not in captured.out + captured.err
 
 
 def test_flags_are_never_abbreviated(capsys):

@@ -20,7 +20,7 @@ from llm_affinity.cli import main
 from llm_affinity.common.install import install_command
 from llm_affinity.evidence import athena, sql
 from llm_affinity.evidence.metrics import engine_view, parse_prometheus
-from llm_affinity.evidence.report import REPORT_KEYS, Record, build_report
+from llm_affinity.evidence.report import MAX_TURN_ROW, REPORT_KEYS, Record, build_report
 
 A, B = "10.0.1.10:8000", "10.0.2.20:8000"
 V1 = (
@@ -28,6 +28,10 @@ V1 = (
     'vllm:prefix_cache_hits_total{{engine="0",model_name="m"}} {h}\n'
     'vllm:num_requests_waiting{{engine="0",model_name="m"}} 2\n'
     'vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} {kv}\n'
+)
+TWO_SERIES = (
+    'vllm:prefix_cache_queries_total{{engine="0"}} {v}\nvllm:prefix_cache_queries_total{{engine="1"}} {v}\n'
+    'vllm:prefix_cache_hits_total{{engine="0"}} {v}\nvllm:prefix_cache_hits_total{{engine="1"}} {v}\n'
 )
 
 
@@ -117,9 +121,17 @@ def test_deadline_stops_the_scraping_and_says_so(capsys):
         (V1.format(q=0, h=0, kv=0.1), V1.format(q="+Inf", h=1, kv=0.1), "impossible value (inf)"),
         (V1.format(q=0, h=-5, kv=0.1), V1.format(q=10, h=1, kv=0.1), "impossible value (-5.0)"),
         (V1.format(q=0, h=0, kv=0.1), V1.format(q=10, h=1, kv=7), "a share must be between 0 and 1"),
+        # two label sets of 1.7e308 each once summed to inf: a NaN hit rate, then no JSON report at all
+        (V1.format(q=0, h=0, kv=0.1), TWO_SERIES.format(v="1.7e308"), "impossible value (1.7e+308)"),
+        (V1.format(q=0, h=0, kv=0.1), V1.format(q=2**53 + 2, h=1, kv=0.1), "impossible value (9007199254740994.0)"),
+        # the same series twice in the second scrape once counted its hits twice: a wrong number
+        (V1.format(q=100, h=10, kv=0.1), V1.format(q=200, h=60, kv=0.1) + V1.splitlines()[1].format(h=60),
+         'vllm:prefix_cache_hits_total{engine="0",model_name="m"} appears twice in one scrape'),
+        (V1.format(q=100, h=10, kv=0.1) * 2, V1.format(q=200, h=60, kv=0.1), "appears twice in one scrape"),
     ],
-    ids=["backwards", "hits-above-queries", "nan", "inf", "negative", "usage-above-1"],
-)
+    ids=["backwards", "hits-above-queries", "nan", "inf", "negative", "usage-above-1", "sum-overflow",
+         "beyond-2^53", "duplicate-series-second", "duplicate-series-first"],
+)  # fmt: skip
 def test_impossible_engine_values_are_errors_never_numbers(capsys, first, second, message):
     with metrics_server(first, second) as s:
         code, report, _ = sli(capsys, "--metrics", s.url + "/metrics", "--metrics-interval", "0")
@@ -134,6 +146,30 @@ def test_the_prometheus_parser_is_linear_on_hostile_lines():
     text = evil + 'vllm:prefix_cache_queries_total{a="}{"} 7 1700000000\n' + "x" * 1_000_000 + "\n"
     samples = parse_prometheus(text)
     assert samples == {"vllm:prefix_cache_queries": [7.0]}
+
+
+def test_a_scrape_holds_only_the_engine_lines_it_keeps():
+    """The body was read whole, then decoded and split: a 300 MB line under a raised
+    --max-response-mb peaked at 935 MB. Lines are now cut as they arrive and only the engine's
+    samples are kept."""
+    import tracemalloc
+
+    from llm_affinity.evidence.metrics import _engine_lines
+
+    block = b"x" * (1 << 20)
+
+    def body():
+        yield b"# HELP vllm:prefix_cache_hits_total hits\nvllm:prefix_cache_hits_total 5\nvllm:big "
+        for _ in range(300):
+            yield block
+        yield b" 1\nprocess_cpu_seconds_total 3\n" + b"go_gc 1\n" * 100_000 + b"vllm:prefix_cache_queries_total 9"
+
+    tracemalloc.start()
+    kept = _engine_lines(body())
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert kept == [b"vllm:prefix_cache_hits_total 5", b"vllm:prefix_cache_queries_total 9"]
+    assert peak < 8 << 20, peak
 
 
 SGLANG = (
@@ -182,6 +218,11 @@ def test_llama_server_counters_exclude_cached_tokens():
         (["--metrics", "http://x/metrics", "--request-timeout", "0"], "--request-timeout"),
         (["--metrics", "http://x/metrics", "--max-response-mb", "-1"], "--max-response-mb"),
         (["--metrics", "ftp://x/metrics"], "--metrics 'ftp://x/metrics' is not an http(s) URL"),
+        (
+            ["--metrics", "http://[::1/metrics"],
+            "--metrics 'http://[::1/metrics' is not a usable URL (Invalid IPv6 URL)",
+        ),
+        (["--metrics", "http://h/\x1b[2J"], "--metrics 'http://h/\\x1b[2J' is not a usable URL: it holds a space or"),
         (["t.jsonl", "--expect-hit-rate", "nan"], "--expect-hit-rate"),
         (["t.jsonl", "--stickiness-duration", "inf"], "--stickiness-duration"),
         (["--alb-logs", "x", "--memory-limit", "1GB'; COPY (SELECT 1) TO '/tmp/x"], "--memory-limit"),
@@ -433,6 +474,44 @@ def test_random_mixtures_report_the_good_records_exactly(tmp_path, lines):
 # --- ALB access logs ---------------------------------------------------------------------------
 
 
+def test_one_session_on_many_requests_is_not_a_row_per_request(tmp_path, capsys):
+    """The ALB turn is the request's position in its session: one session value on a million
+    requests (a load tester) made a million per_turn rows, 1.3 GB for a 7 MB log. Turns stop at
+    MAX_TURN_ROW; the later requests count there, and everything else is unchanged."""
+    n = MAX_TURN_ROW + 5
+    lines = [alb_line(i, A if i % 2 else B, query="?llm_session=bot") for i in range(n)]
+    path = write(str(tmp_path / "alb.log"), lines)
+    code, report, _ = sli(capsys, "--alb-logs", path, "--session-query", "llm_session")
+    assert (code, report["requests"], report["sessions"], report["errors"]) == (0, n, 1, [])
+    assert [t["turn"] for t in report["per_turn"]] == list(range(1, MAX_TURN_ROW + 1))
+    assert [t["requests"] for t in report["per_turn"][-2:]] == [1, 6]
+    assert report["stability"] == 0.0 and report["instances"] == {A: n // 2, B: n - n // 2}
+
+
+def test_turns_after_the_last_row_are_counted_in_it_alike_in_sql_and_in_python(tmp_path, capsys):
+    """A telemetry file numbering its turns to a million made a million rows (1.5 GB for 46 MB).
+    Turns after MAX_TURN_ROW join its row: their tokens, requests and TTFT samples — in the SQL
+    (sli) and in the accumulator (probe) alike."""
+    n = MAX_TURN_ROW + 5
+    records = [
+        Record(ts=float(i), session="s", turn=i + 1, instance="i-a", prompt_tokens=10 * (i + 1), cached_tokens=i,
+               ttft_ms=float(i % 7), status=200)
+        for i in range(n)
+    ]  # fmt: skip
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r.as_dict()) + "\n" for r in records))
+    code, report, _ = sli(capsys, str(path))
+    assert (code, report["errors"], report["requests"]) == (0, [], n)
+    last = report["per_turn"][-1]
+    tail = records[MAX_TURN_ROW - 1 :]
+    assert len(report["per_turn"]) == MAX_TURN_ROW and last["turn"] == MAX_TURN_ROW
+    assert (last["requests"], last["prompt_tokens"], last["cached_tokens"]) == (
+        len(tail), sum(r.prompt_tokens for r in tail), sum(r.cached_tokens for r in tail),
+    )  # fmt: skip
+    python = build_report(records, source=report["source"])
+    assert python["per_turn"] == report["per_turn"] and python["warm_hit_rate"] == report["warm_hit_rate"]
+
+
 def test_a_url_with_an_unencoded_space_is_read_whole(tmp_path, capsys):
     lines = [
         alb_line(0, A, query="?llm_session=agent one&x=1"),
@@ -632,6 +711,23 @@ def test_gzip_telemetry_is_not_a_special_case(tmp_path, capsys):
     code, report, _ = sli(capsys, str(path))
     assert code == 2 and report["errors"][0]["message"].startswith("no telemetry records in this file (")
     assert "not UTF-8" in report["errors"][0]["message"]
+
+
+def test_a_byte_order_mark_and_crlf_line_ends_are_not_part_of_the_records(tmp_path, capsys):
+    """A file saved by a Windows editor (BOM, CRLF) once lost its first record as "not JSON"."""
+    path = tmp_path / "t.jsonl"
+    records = [
+        Record(ts=1.0 + i, session="s", turn=1 + i, instance="i-1", prompt_tokens=10, cached_tokens=i) for i in range(3)
+    ]
+    with open(path, "wb") as fh:
+        fh.write(b"\xef\xbb\xbf" + b"".join(json.dumps(r.as_dict()).encode() + b"\r\n" for r in records))
+    code, report, _ = sli(capsys, str(path))
+    assert (code, report["errors"], report["requests"]) == (0, [], 3)
+    assert [(t["turn"], t["prompt_tokens"], t["cached_tokens"]) for t in report["per_turn"]] == [
+        (1, 10, 0),
+        (2, 10, 1),
+        (3, 10, 2),
+    ]
 
 
 def test_text_output_escapes_what_came_from_a_file(tmp_path, capsys):

@@ -70,11 +70,11 @@ def emit(text: str, output: str | IO[str] | None) -> None:
         return
     if isinstance(output, str):
         output = open_output(output, "--output")
-    with output:
-        try:
+    try:
+        with output:  # a full disk may fail the write or only the flush when the file closes
             output.write(text)
-        except OSError as exc:
-            raise UsageError(f"--output {printable(getattr(output, 'name', '?'))}: {exc.strerror or exc}") from None
+    except OSError as exc:
+        raise UsageError(f"--output {printable(getattr(output, 'name', '?'))}: {exc.strerror or exc}") from None
 
 
 def add_output_options(parser: argparse.ArgumentParser | Any, formats: tuple[str, ...] = ("text", "json")) -> None:
@@ -103,6 +103,26 @@ def number(kind: type, low: float, high: float | None, what: str) -> Callable[[s
 
     parse.__name__ = what.replace(" ", "_")  # argparse names the type in its messages
     return parse
+
+
+def http_url_problem(url: str) -> str | None:
+    """Why ``url`` is not an http(s) URL a request can be sent to (``"is not ..."``), or None: the scheme, a host,
+    no control character or space (httpx would refuse it mid-run), a bracketed IPv6 host that
+    closes, a port from 1 to 65535."""
+    from urllib.parse import urlsplit
+
+    if " " in url or not url.isprintable():
+        return "is not a usable URL: it holds a space or a control character"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"is not a usable URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http(s) URL"
+    if port == 0:
+        return "is not a usable URL: port 0"
+    return None
 
 
 fraction = number(float, 0.0, 1.0, "a number")

@@ -311,25 +311,32 @@ def read_head(response: httpx.Response, limit: int) -> bytes:
 
 
 class LineSplitter:
-    """Splits a byte stream into lines (``\\n``, a trailing ``\\r`` removed), scanning each byte
-    once; a line longer than ``max_line`` is :class:`ResponseTooLarge`."""
+    """Splits a byte stream into lines, scanning each byte once; a line longer than
+    ``max_line`` is :class:`ResponseTooLarge`. Lines end as the SSE specification says: at
+    ``\r\n``, ``\n`` or a lone ``\r`` (a server ending lines with ``\r`` alone is conforming; a
+    ``\r\n`` cut between two reads is one line end)."""
 
     def __init__(self, max_line: int) -> None:
         self.max_line = max_line
         self._parts: list[bytes] = []
         self._held = 0
+        self._after_cr = False  # the last read ended with \r: a \n first in the next one is its pair
 
     def _too_long(self) -> ResponseTooLarge:
         return ResponseTooLarge(f"a line of the response is longer than the {_size(self.max_line)} limit")
 
     def feed(self, data: bytes) -> list[bytes]:
+        if self._after_cr and data.startswith(b"\n"):
+            data = data[1:]
+        self._after_cr = False
+        if b"\r" in data:
+            self._after_cr = data.endswith(b"\r")
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if not self._parts and data.endswith(b"\n"):  # the common case: whole lines only
             lines = data.split(b"\n")
             lines.pop()
             if len(data) > self.max_line and max(map(len, lines)) > self.max_line:
                 raise self._too_long()
-            if b"\r" in data:
-                lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
             return lines
         lines = []
         start = 0
@@ -345,7 +352,7 @@ class LineSplitter:
                 self._parts, self._held = [], 0
             elif len(line) > self.max_line:
                 raise self._too_long()
-            lines.append(line[:-1] if line.endswith(b"\r") else line)
+            lines.append(line)
             start = end + 1
         if start < len(data):
             rest = data[start:]
@@ -356,11 +363,11 @@ class LineSplitter:
         return lines
 
     def end(self) -> list[bytes]:
-        """The last line when the stream did not end with a newline."""
+        """The last line when the stream did not end with a line end."""
         if not self._parts:
             return []
         line, self._parts, self._held = b"".join(self._parts), [], 0
-        return [line[:-1] if line.endswith(b"\r") else line]
+        return [line]
 
 
 def sse_data(chunks: Iterable[bytes], max_line: int) -> Iterator[bytes]:

@@ -106,10 +106,21 @@ def _save(plt: ModuleType, fig: Figure, path: str, title: str) -> None:
     fig.suptitle(title)
     rows = (len(labels) + 4) // 5
     fig.tight_layout(rect=(0, 0.04 + 0.035 * rows, 1, 1))
+    import io
+    import os
+
+    kind = os.path.splitext(path)[1][1:].lower() or "png"
+    image = io.BytesIO()
     try:
-        fig.savefig(path, dpi=110)
+        if kind not in fig.canvas.get_supported_filetypes():
+            raise UsageError(f"--chart {path}: matplotlib cannot write .{kind} files (use .png)")
+        fig.savefig(image, format=kind, dpi=110)
     finally:
         plt.close(fig)
+    # written here, not by savefig: matplotlib's PNG writer loses a failed write (a full disk),
+    # and the chart would be reported written when the file is empty
+    with open(path, "wb") as fh:
+        fh.write(image.getvalue())
 
 
 def write_chart(path: str, series: Mapping[str, Sequence[Mapping[str, Any]]], title: str) -> None:

@@ -21,11 +21,9 @@ from ..common.commands import (
     EXIT_OK,
     UsageError,
     add_output_options,
-    count,
     emit,
     number,
     open_output,
-    positive_int,
     say,
 )
 from ..common.commands import fraction as _fraction
@@ -45,34 +43,50 @@ DESCRIPTION = (
 API_KEY_ENV = ("LLM_AFFINITY_API_KEY", "OPENAI_API_KEY")
 EXIT_FAILED = EXIT_INPUT
 
-_positive = positive_int
-_count = count
 _seconds = number(float, 0.0, 3600.0, "a number of seconds")
 _request_seconds = number(float, 0.001, 86400.0, "a number of seconds")
 _deadline_seconds = number(float, 0.001, 7 * 86400.0, "a number of seconds")
 _megabytes = number(int, 1, 4096, "a number of megabytes")
+#: Upper bounds of the workload flags: far beyond any smoke test, and low enough that the run's
+#: own bookkeeping (a thread per session in flight, the prompt words) can never exhaust memory.
+MAX_SESSIONS = 100_000
+MAX_TURNS = 1_000
+MAX_CONCURRENCY = 1_024
+MAX_WORDS = 100_000
+MAX_ANSWER_TOKENS = 1_000_000
+_sessions = number(int, 1, MAX_SESSIONS, "an integer")
+_turns = number(int, 1, MAX_TURNS, "an integer")
+_concurrency = number(int, 1, MAX_CONCURRENCY, "an integer")
+_words = number(int, 1, MAX_WORDS, "an integer")
+_system_words = number(int, 0, MAX_WORDS, "an integer")
+_answer_tokens = number(int, 1, MAX_ANSWER_TOKENS, "an integer")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `probe` (imports nothing heavy: the parser is built at every start)."""
     parser.add_argument("base_url", metavar="BASE_URL", help="OpenAI-compatible API root, e.g. https://alb-dns/v1")
     load = parser.add_argument_group("workload")
-    load.add_argument("--sessions", type=_positive, default=16, metavar="N", help="sessions (default: 16)")
-    load.add_argument("--turns", type=_positive, default=8, metavar="T", help="turns per session (default: 8)")
+    load.add_argument("--sessions", type=_sessions, default=16, metavar="N", help="sessions (default: 16)")
+    load.add_argument("--turns", type=_turns, default=8, metavar="T", help="turns per session (default: 8)")
     load.add_argument(
-        "--concurrency", type=_positive, metavar="C", help="sessions in flight at once (default: all of them)"
+        "--concurrency",
+        type=_concurrency,
+        metavar="C",
+        help=f"sessions in flight at once (default: all of them, at most {MAX_CONCURRENCY:,})",
     )
     load.add_argument(
         "--system-words",
-        type=_count,
+        type=_system_words,
         default=400,
         metavar="W",
         help="words of the system prompt every session shares (default: 400)",
     )
     load.add_argument(
-        "--turn-words", type=_positive, default=80, metavar="W", help="new user words per turn (default: 80)"
+        "--turn-words", type=_words, default=80, metavar="W", help="new user words per turn (default: 80)"
     )
-    load.add_argument("--max-tokens", type=_positive, default=16, metavar="N", help="tokens per answer (default: 16)")
+    load.add_argument(
+        "--max-tokens", type=_answer_tokens, default=16, metavar="N", help="tokens per answer (default: 16)"
+    )
     load.add_argument(
         "--think-time",
         type=_seconds,
@@ -166,6 +180,16 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError("--instance-header must name a header")
 
 
+def _api_key(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The bearer token and where it came from (the flag, or which environment variable)."""
+    if args.api_key:
+        return args.api_key, "--api-key"
+    for name in API_KEY_ENV:
+        if os.environ.get(name):
+            return os.environ[name], f"${name}"
+    return None, ""
+
+
 def run(args: argparse.Namespace) -> int:
     from .probe import EndpointError, ProbeConfig, run_probe
     from .report import build_report, judge
@@ -178,12 +202,15 @@ def run(args: argparse.Namespace) -> int:
 
         with usage_errors(args.chart):
             check_available()  # before any request: a missing extra must not cost a run
-    api_key = args.api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), None)
+    api_key, key_source = _api_key(args)
+    if api_key is not None and not all(" " <= c <= "~" for c in api_key):
+        # never echoed: it is a secret, and a CR/LF in it would have become a request header
+        raise UsageError(f"{key_source} holds a control character or non-ASCII text: not a bearer token (not shown)")
     cfg = ProbeConfig(
         base_url=args.base_url,
         sessions=args.sessions,
         turns=args.turns,
-        concurrency=args.concurrency,
+        concurrency=args.concurrency or min(args.sessions, MAX_CONCURRENCY),
         system_words=args.system_words,
         turn_words=args.turn_words,
         max_tokens=args.max_tokens,
@@ -219,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
         if writer is not None:
             writer.close()
     errors = list(result.errors)
+    if writer is not None and writer.error is not None:
+        errors.append({"input": "--raw", "message": f"{args.raw}: {writer.error}"})
     if result.incomplete:
         finished = len(result.records)
         errors.append(

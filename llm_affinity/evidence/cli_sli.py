@@ -19,7 +19,6 @@ import sys
 import tempfile
 import time
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from ..common.commands import (
     EXIT_BELOW,
@@ -29,6 +28,7 @@ from ..common.commands import (
     add_output_options,
     emit,
     fraction,
+    http_url_problem,
     number,
     open_output,
     say,
@@ -230,9 +230,9 @@ def _check(args: argparse.Namespace) -> None:
     if args.region is not None and not _REGION.fullmatch(args.region):
         raise UsageError(f"--region {args.region!r}: not an AWS region name (such as us-east-1)")
     for url in args.metrics:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise UsageError(f"--metrics {url!r} is not an http(s) URL (e.g. http://10.0.1.10:8000/metrics)")
+        problem = http_url_problem(url)
+        if problem is not None:
+            raise UsageError(f"--metrics {url!r} {problem} (e.g. http://10.0.1.10:8000/metrics)")
 
 
 def run(args: argparse.Namespace) -> int:

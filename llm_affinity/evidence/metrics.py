@@ -22,7 +22,9 @@ requests_waiting, kv_cache_usage}``:
 
 The hit rate is ``None`` when no prompt token was looked up between the scrapes. Impossible
 values (a counter going backwards, more hits than queries, a non-finite or negative value, a
-ratio outside 0..1) make the engine one error: never a number. Bodies are capped, every
+value beyond 2^53 — where a float no longer counts exactly and sums could overflow to infinity —
+a ratio outside 0..1, the same series twice in one scrape) make the engine one error: never a
+number. Bodies are capped, every
 scrape has a total time limit and obeys the run's deadline, and a redirect is followed only to
 the same origin (scheme, host, port). httpx is imported lazily.
 """
@@ -33,8 +35,9 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
+from ..common.text import printable
 from .alb_logs import InputError
 
 if TYPE_CHECKING:
@@ -46,6 +49,9 @@ SERVERS = (("vllm", "vllm:"), ("sglang", "sglang:"), ("llama.cpp", "llamacpp:"))
 MAX_REDIRECTS = 5
 #: A sample line longer than this is not one we need (label sets of real engines are < 1 KiB).
 MAX_SAMPLE_LINE = 64 * 1024
+#: The largest value a count may have: 2^53, the last integer a float holds exactly. Larger is
+#: impossible for a token or request counter, and a sum of such values could overflow to inf.
+MAX_COUNT = float(2**53)
 DEFAULT_SCRAPE_TIMEOUT_S = 30.0
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -61,15 +67,16 @@ class ScrapeError(Exception):
     """A scrape failed (status, size, time, redirect): the message is the error's text."""
 
 
-def _sample(line: str) -> tuple[str, float] | None:
-    """(name, value) of one sample line, in linear time (no backtracking regular expression:
-    a label set may hold any character, and the line comes from a server)."""
+def _sample(line: str) -> tuple[str, str, float] | None:
+    """(name, label set as written, value) of one sample line, in linear time (no backtracking
+    regular expression: a label set may hold any character, and the line comes from a server)."""
     brace = line.find("{")
+    labels = ""
     if brace >= 0 and not any(c.isspace() for c in line[:brace]):
         name, close = line[:brace], line.rfind("}")
         if close < brace:
             return None
-        rest = line[close + 1 :]
+        labels, rest = line[brace : close + 1], line[close + 1 :]
     else:
         parts = line.split(None, 1)
         if len(parts) < 2:
@@ -79,7 +86,7 @@ def _sample(line: str) -> tuple[str, float] | None:
     if not value or not _NAME.fullmatch(name):
         return None
     try:
-        return name, float(value[0])
+        return name, labels, float(value[0])
     except ValueError:
         return None
 
@@ -87,8 +94,10 @@ def _sample(line: str) -> tuple[str, float] | None:
 def parse_prometheus(text: str, keep: Callable[[str], bool] | None = None) -> Samples:
     """Sample values by metric name (label sets kept as separate values; ``_total`` suffixes
     of counters stripped so a counter has one name whatever the client library version).
-    ``keep`` filters names; lines longer than 64 KiB are skipped."""
+    ``keep`` filters names; lines longer than 64 KiB are skipped. The same series (name and
+    label set) twice is MetricsFormatError: summing both would count it twice."""
     out: Samples = {}
+    seen: set[tuple[str, str]] = set()
     for line in text.splitlines():
         if len(line) > MAX_SAMPLE_LINE:
             continue
@@ -98,11 +107,13 @@ def parse_prometheus(text: str, keep: Callable[[str], bool] | None = None) -> Sa
         sample = _sample(line)
         if sample is None:
             continue
-        name, number = sample
-        if name.endswith("_total"):
-            name = name[: -len("_total")]
-        if keep is None or keep(name):
-            out.setdefault(name, []).append(number)
+        name, labels, number = sample
+        short = name[: -len("_total")] if name.endswith("_total") else name
+        if keep is None or keep(short):
+            if (name, labels) in seen:
+                raise MetricsFormatError(f"{printable(name + labels)[:200]} appears twice in one scrape: not a series")
+            seen.add((name, labels))
+            out.setdefault(short, []).append(number)
     return out
 
 
@@ -125,7 +136,7 @@ def _values(samples: Mapping[str, list[float]], name: str) -> list[float] | None
     if not values:
         return None
     for v in values:
-        if not math.isfinite(v) or v < 0:
+        if not math.isfinite(v) or v < 0 or v > MAX_COUNT:
             raise MetricsFormatError(f"{name} has an impossible value ({v!r}): not a count")
     return values
 
@@ -257,6 +268,43 @@ def _snippet(data: bytes) -> str:
     return text[:200] + ("…" if len(text) > 200 else "")
 
 
+_ENGINE_PREFIXES = tuple(prefix.encode() for _, prefix in SERVERS)
+
+
+def _engine_lines(chunks: Iterable[bytes]) -> list[bytes]:
+    """The sample lines of a known engine (``vllm:``, ``sglang:``, ``llamacpp:``) in a streamed
+    body, read line by line as it arrives: comments, other metrics and lines longer than
+    :data:`MAX_SAMPLE_LINE` are dropped at once, so a scrape holds what it keeps, never the whole
+    body (a 300 MB line costs a 64 KiB buffer, whatever ``--max-response-mb`` allows)."""
+    kept: list[bytes] = []
+    buf = bytearray()
+    skipping = False  # inside a line already longer than the cap: its bytes are dropped
+    for chunk in chunks:
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                if not skipping:
+                    buf += chunk[start:]
+                    if len(buf) > MAX_SAMPLE_LINE:
+                        buf.clear()
+                        skipping = True
+                break
+            if skipping:
+                skipping = False
+            else:
+                buf += chunk[start:end]
+                line = bytes(buf).strip()
+                if len(buf) <= MAX_SAMPLE_LINE and line.startswith(_ENGINE_PREFIXES):
+                    kept.append(line)
+            buf.clear()
+            start = end + 1
+    line = bytes(buf).strip()
+    if not skipping and line.startswith(_ENGINE_PREFIXES):
+        kept.append(line)
+    return kept
+
+
 def _http_get(limits: ScrapeLimits) -> tuple[Callable[[str], str], Callable[[], None]]:
     """A bounded ``get(url) -> text`` and its ``close``."""
     import httpx
@@ -287,7 +335,8 @@ def _http_get(limits: ScrapeLimits) -> tuple[Callable[[str], str], Callable[[], 
                     if resp.status_code != 200:
                         head = httpio.read_head(resp, 1024)
                         raise ScrapeError(f"HTTP {resp.status_code}: {_snippet(head) or 'empty body'}")
-                    return httpio.read_body(resp, limits.max_response).decode("utf-8", errors="replace")
+                    kept = _engine_lines(httpio.iter_decoded(resp, limits.max_response))
+                    return b"\n".join(kept).decode("utf-8", errors="replace")
             raise ScrapeError(f"more than {MAX_REDIRECTS} redirects")
         raise AssertionError("unreachable")
 
@@ -339,6 +388,8 @@ def scrape_engines(
             return None, InputError(url, "not scraped: the --deadline expired"), True
         try:
             first = parse_prometheus(fetch(url), _known)
+        except MetricsFormatError as exc:
+            return None, InputError(url, str(exc)), False
         except Exception as exc:  # network, status, size, time: the message names the engine
             return None, InputError(url, f"cannot scrape: {_reason(exc, limits)}"), limits.expired()
         wait = interval_s if limits.deadline is None else min(interval_s, limits.deadline - time.monotonic())

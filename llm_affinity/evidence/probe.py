@@ -552,9 +552,12 @@ def warm_hit_rate(report: dict[str, Any]) -> float | None:
 
 def validate_base_url(url: str) -> str | None:
     """An error message for a BASE_URL that is not an http(s) URL, else None."""
+    from ..common.commands import http_url_problem
+
+    problem = http_url_problem(url)
+    if problem is not None:
+        return f"BASE_URL {url!r} {problem} (e.g. https://my-alb.example.com/v1)"
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        return f"BASE_URL {url!r} is not an http(s) URL (e.g. https://my-alb.example.com/v1)"
     if parts.query or parts.fragment:
         return f"BASE_URL {url!r} must not have a query or fragment (use --session-query for the session key)"
     return None

@@ -193,6 +193,13 @@ class _Turn:
     ttft: list[float] = field(default_factory=list)
 
 
+#: The last ``per_turn`` row: requests of later turns are counted in it (their sums, requests and
+#: TTFT samples join this row's). A session of a million turns — one session value on every
+#: request of an ALB log, or a telemetry file numbering its turns to a million — once made a
+#: million rows: 1.5 GB for a 46 MB file. Probe's --turns stops here too.
+MAX_TURN_ROW = 1000
+
+
 class SliAccumulator:
     """Streaming computation of the report: feed records in request order (see
     :func:`order_key`). Memory: one entry per session, per instance and per turn, plus the TTFT
@@ -225,9 +232,10 @@ class SliAccumulator:
                         self.expiries += 1
             self._last[r.session] = (r.ts, r.instance)
         if r.turn is not None:
-            t = self.turns.get(r.turn)
+            row = r.turn if r.turn <= MAX_TURN_ROW else MAX_TURN_ROW
+            t = self.turns.get(row)
             if t is None:
-                t = self.turns[r.turn] = _Turn()
+                t = self.turns[row] = _Turn()
             t.requests += 1
             if r.prompt_tokens is not None and r.cached_tokens is not None:
                 t.prompt += r.prompt_tokens

@@ -34,6 +34,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from .report import MAX_TURN_ROW
+
 if TYPE_CHECKING:
     from .report import ErrorEntry, Report
 
@@ -121,6 +123,12 @@ def file_list(paths: list[str]) -> str:
     import os
 
     return "[" + ", ".join(literal(glob_escape(os.path.abspath(p))) for p in paths) + "]"
+
+
+def _turn_row(turn: str) -> str:
+    """The ``per_turn`` row of a turn number (:data:`report.MAX_TURN_ROW` for it and every later
+    turn; NULL stays NULL — ``LEAST`` differs on NULL between DuckDB and Trino, ``CASE`` does not)."""
+    return f"CASE WHEN {turn} > {MAX_TURN_ROW} THEN {MAX_TURN_ROW} ELSE {turn} END"
 
 
 def check_session_key(key: str) -> str:
@@ -286,7 +294,10 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
     if alb:
         order = "ts, instance NULLS LAST"
         columns = "file, ok, ts, session, instance"
-        derived = ", CASE WHEN session IS NOT NULL THEN nth END AS turn, CASE WHEN ok THEN 1 ELSE 0 END AS request"
+        derived = (
+            f", CASE WHEN session IS NOT NULL THEN {_turn_row('nth')} END AS turn, "
+            "CASE WHEN ok THEN 1 ELSE 0 END AS request"
+        )
         tokens = "CAST(NULL AS BIGINT) AS prompt_tokens, CAST(NULL AS BIGINT) AS cached_tokens"
         sets, skipped_kind = (
             "(), (instance), (turn), (file)",
@@ -325,7 +336,8 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
     SELECT turn, ttft_ms AS v,
            ROW_NUMBER() OVER (PARTITION BY turn ORDER BY ttft_ms) - 1 AS i,
            count(*) OVER (PARTITION BY turn) AS n
-    FROM {records} WHERE turn IS NOT NULL AND ttft_ms IS NOT NULL
+    FROM (SELECT {_turn_row("turn")} AS turn, ttft_ms FROM {records}
+          WHERE turn IS NOT NULL AND ttft_ms IS NOT NULL) AS folded
   ) AS samples
 ), ttft AS (
   SELECT turn, {agg50} AS p50, {agg95} AS p95 FROM ranked GROUP BY turn
@@ -338,7 +350,7 @@ def report_sql(records: str, *, stickiness_duration_s: float | None = None, alb:
          LAG(instance) {window} AS prev_instance{prev_ts}
   FROM {records}
 ), judged AS (
-  SELECT {file_col}, instance, turn, {tokens}, request,
+  SELECT {file_col}, instance, {_turn_row("turn")} AS turn, {tokens}, request,
          CASE WHEN session IS NOT NULL AND nth = 1 THEN 1 ELSE 0 END AS opens,
          CASE WHEN {judged} THEN 1 ELSE 0 END AS pair,
          CASE WHEN {judged} AND instance <> prev_instance THEN 1 ELSE 0 END AS moved,

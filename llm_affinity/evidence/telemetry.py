@@ -37,12 +37,15 @@ MAX_STRING = 1024
 
 class TelemetryWriter:
     """Appends records to a JSONL file (line-buffered, thread-safe) or hands each record's
-    dict to a callable. ``close()`` closes a file it opened."""
+    dict to a callable. ``close()`` closes a file it opened. A file that cannot be written (a
+    full disk) stops the writing, never the run: ``error`` then says why, and the caller
+    reports it."""
 
     def __init__(self, target: str | Sink) -> None:
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
         self._sink: Sink | None = None
+        self.error: str | None = None
         if callable(target):
             self._sink = target
         else:
@@ -55,13 +58,19 @@ class TelemetryWriter:
             return
         line = json.dumps(data, separators=(",", ":"), allow_nan=False) + "\n"
         with self._lock:
-            if self._fh is not None:
-                self._fh.write(line)
+            if self._fh is not None and self.error is None:
+                try:
+                    self._fh.write(line)
+                except OSError as exc:
+                    self.error = f"cannot write: {exc.strerror or exc}"
 
     def close(self) -> None:
         with self._lock:
             if self._fh is not None:
-                self._fh.close()
+                try:
+                    self._fh.close()
+                except OSError as exc:
+                    self.error = self.error or f"cannot write: {exc.strerror or exc}"
                 self._fh = None
 
 
@@ -205,15 +214,21 @@ def parse_line(line: bytes) -> Record:
     return parse_record(data)
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def bounded_lines(fh: BinaryIO, limit: int = MAX_LINE) -> Iterator[tuple[int, bytes | None]]:
     """``(line number, line)`` of a binary stream; ``None`` for a line longer than ``limit``
-    (its bytes are skipped, never held). Blank lines are not yielded."""
+    (its bytes are skipped, never held). Blank lines are not yielded; a UTF-8 byte order mark
+    opening the stream (Windows editors and PowerShell write one) is not part of line 1."""
     number = 0
     while True:
         line = fh.readline(limit + 1)
         if not line:
             return
         number += 1
+        if number == 1 and line.startswith(_BOM):
+            line = line[len(_BOM) :]
         if len(line) > limit and not line.endswith(b"\n"):
             while True:  # skip the rest of the long line in bounded pieces
                 more = fh.readline(limit + 1)
