@@ -336,3 +336,57 @@ def test_same_logical_ids_in_two_templates_of_one_app_stay_apart(write):
     fleet001 = sorted(f.resource.location.file for f in report.findings if f.rule.id == "FLEET001")
     assert fleet001 == sorted([a, b])
     assert [tg.max_replicas for tg in model.target_groups] == [2, 2]
+
+
+LAUNCHED_FROM_AN_IMPORT = """\
+    Resources:
+      Lt:
+        Type: AWS::EC2::LaunchTemplate
+        Properties:
+          LaunchTemplateData:
+            InstanceType: INSTANCE_TYPE
+            UserData:
+              Fn::Base64:
+                Fn::Sub:
+                  - "docker run --gpus all vllm/vllm-openai:v0.11.0 m --kv-transfer-config
+                     '{\\"kv_connector\\": \\"LMCacheConnectorV1\\", \\"kv_role\\": \\"kv_both\\"}'
+                     -e LMCACHE_REMOTE_URL=rediss://${Ep}:6379"
+                  - {Ep: !ImportValue data-KvEndpoint}
+      Asg:
+        Type: AWS::AutoScaling::AutoScalingGroup
+        Properties:
+          MinSize: "1"
+          MaxSize: "3"
+          HealthCheckType: ELB
+          HealthCheckGracePeriod: 600
+          TargetGroupARNs: [!Ref Tg]
+          LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: "1"}
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties: {Protocol: HTTP, Port: 8000, VpcId: vpc-1}
+    """
+
+
+def test_an_import_in_the_launch_template_is_named_on_the_fleet(write):
+    """The fleet launches from a template whose LMCache remote URL imports the store's endpoint
+    from a data stack that is not linted: each unknown the endpoint causes (on the target group,
+    the group) names the export, though the import sits in the launch template."""
+    fleet = write("fleet.yaml", textwrap.dedent(LAUNCHED_FROM_AN_IMPORT).replace("INSTANCE_TYPE", "g5.xlarge"))
+    report = lint_paths([fleet])
+    missing = "(Fn::ImportValue 'data-KvEndpoint': not exported by any input)"
+    assert [(u.rule.id, u.resource.id, u.value.endswith(missing)) for u in report.unknown] == [
+        ("FLEET001", "Tg", True),
+        ("KV001", "Asg", True),
+        ("KV002", "Asg", True),
+    ]
+    assert [f.rule.id for f in report.findings] == ["FLEET005", "FLEET007"]
+
+
+def test_an_imported_instance_type_is_named_on_the_fleet(write):
+    text = textwrap.dedent(LAUNCHED_FROM_AN_IMPORT).replace("INSTANCE_TYPE", "!ImportValue shared-GpuType")
+    text = text.split("        UserData:")[0] + text[text.index("  Asg:") :]
+    report = lint_paths([write("fleet.yaml", text)])
+    assert _unknown(report) == [
+        ("FLEET001", "Asg", "InstanceType (Fn::ImportValue 'shared-GpuType': not exported by any input)")
+    ]
+    assert report.findings == []
