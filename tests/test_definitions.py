@@ -50,6 +50,7 @@ POSITIVE = {
         "./llama-server -m model.gguf --host 0.0.0.0 --port 8080",
         "ghcr.io/ggml-org/llama.cpp:server-cuda",
         "python3 -m llama_cpp.server --model m.gguf",
+        "/opt/llama/llama-server.sh --port 8080",
     ],
     "LMDeploy": [
         "lmdeploy serve api_server internlm/internlm2_5-7b-chat --server-port 23333",
@@ -105,7 +106,11 @@ NEAR_MISS = {
         "OLLAMA_HOST=gpu-box.internal:11434",
     ],
     "NVIDIA NIM": ["nvcr.io/nvidia/pytorch:24.01-py3", "apt-get install nim", "/opt/nim/bin/nim c app.nim"],
-    "llama.cpp": ["./llama-cli -m model.gguf -p hello", "git clone https://github.com/ggml-org/llama.cpp"],
+    "llama.cpp": [
+        "./llama-cli -m model.gguf -p hello",
+        "git clone https://github.com/ggml-org/llama.cpp",
+        "LLAMA_API_BASE=http://llama-server:8080/v1",
+    ],
     "LMDeploy": ["lmdeploy convert internlm2 /models/x", "pip install lmdeploy-client"],
     "TensorRT-LLM": ["nvcr.io/nvidia/tritonserver:24.01-py3", "tritonserver --model-repository=/models"],
     "Ray Serve LLM": ["serve run app:deployment", "ray start --head", "from ray import serve"],

@@ -92,9 +92,9 @@ class LlmServer:
 _PY_M = r"python(?:3(?:\.\d+)?)?\s+-m\s+"
 #: A server's name as an image or a launcher, not as the host of a URL a client calls
 #: (``http://vllm-openai:8000/v1``, ``text-generation-inference.internal``): not right after
-#: ``://`` and not followed by a domain.
+#: ``://`` and not followed by a domain (a script, ``llama-server.sh``, is still the launcher).
 _NAME = r"(?<!://)\b"
-_NOT_HOST = r"\b(?!\.\w)"
+_NOT_HOST = r"\b(?!\.(?!(?:sh|py)\b)\w)"
 
 #: The LLM servers recognised in images, commands, entry points, environments and user data.
 #: Data, not code: add an entry (and its positive and near-miss tests in tests/test_definitions.py)
@@ -155,7 +155,7 @@ LLM_SERVERS: tuple[LlmServer, ...] = (
     LlmServer(
         "llama.cpp",
         (
-            r"(?<![\w-])llama-server\b",
+            r"(?<![\w-])(?<!://)llama-server" + _NOT_HOST,
             r"\bllama\.cpp:(?:server|full)[\w.-]*",
             r"\bllama_cpp\.server\b",
         ),
