@@ -390,3 +390,71 @@ def test_an_imported_instance_type_is_named_on_the_fleet(write):
         ("FLEET001", "Asg", "InstanceType (Fn::ImportValue 'shared-GpuType': not exported by any input)")
     ]
     assert report.findings == []
+
+
+LB_IMPORTING_THE_TARGET_GROUP = """\
+    Resources:
+      Alb:
+        Type: AWS::ElasticLoadBalancingV2::LoadBalancer
+        Properties: {Scheme: internal, Subnets: [subnet-1, subnet-2]}
+      Listener:
+        Type: AWS::ElasticLoadBalancingV2::Listener
+        Properties:
+          LoadBalancerArn: !Ref Alb
+          Port: 80
+          Protocol: HTTP
+          DefaultActions: [{Type: forward, TargetGroupArn: !ImportValue tgi-fleet-TgArn}]
+    """
+
+TGI_SERVICE_EXPORTING_ITS_TARGET_GROUP = """\
+    Resources:
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties: {Protocol: HTTP, Port: 80, VpcId: vpc-1, TargetType: ip}
+      Task:
+        Type: AWS::ECS::TaskDefinition
+        Properties:
+          NetworkMode: awsvpc
+          ContainerDefinitions:
+            - Name: tgi
+              Image: ghcr.io/huggingface/text-generation-inference:3.0.1
+              Memory: 30000
+              ResourceRequirements: [{Type: GPU, Value: "1"}]
+      Service:
+        Type: AWS::ECS::Service
+        Properties:
+          Cluster: c
+          DesiredCount: 2
+          TaskDefinition: !Ref Task
+          LoadBalancers: [{ContainerName: tgi, ContainerPort: 80, TargetGroupArn: !Ref Tg}]
+    Outputs:
+      TgArn:
+        Value: !Ref Tg
+        Export: {Name: tgi-fleet-TgArn}
+    """
+
+
+def test_findings_on_the_load_balancer_name_the_template_that_makes_it_inference(write):
+    """The load balancer's stack imports the target group of a TGI service's stack: ALB009 and
+    ALB010 land on the load balancer and name the other template, where the inference is."""
+    lb = write("lb.yaml", textwrap.dedent(LB_IMPORTING_THE_TARGET_GROUP))
+    fleet = write("fleet.yaml", textwrap.dedent(TGI_SERVICE_EXPORTING_ITS_TARGET_GROUP))
+    report = lint_paths([lb, fleet])
+    found = _findings(report)
+    assert sorted(found) == [("ALB009", "Alb"), ("ALB010", "Alb"), ("FLEET001", "Tg"), ("FLEET005", "Tg")]
+    where = f"(inference target group Tg of {fleet}: ECS service Service: task definition Task runs TGI)"
+    for rule in ("ALB009", "ALB010"):
+        assert found[(rule, "Alb")].resource.location.file == lb
+        assert found[(rule, "Alb")].message.endswith(where)
+    assert fleet not in found[("FLEET005", "Tg")].message  # one template: nothing to add
+    assert report.unknown == []
+
+
+def test_findings_on_a_stage_target_group_name_the_service_template():
+    report = lint_paths([str(APPS / "vllm-stage-nlb" / "cdk.out")])
+    stage = APPS / "vllm-stage-nlb" / "cdk.out" / "assembly-Prod"
+    service = str(stage / "ProdServiceStack405EDF78.template.json")
+    for rule in ("NLB002", "NLB003", "FLEET005"):
+        finding = _findings(report)[(rule, TG)]
+        assert finding.resource.location.file == str(stage / "ProdNetStackEE81A772.template.json")
+        assert f"(ECS service VllmService7637AE0E of {service}, registered in {TG} of " in finding.message
