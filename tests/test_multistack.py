@@ -458,3 +458,113 @@ def test_findings_on_a_stage_target_group_name_the_service_template():
         finding = _findings(report)[(rule, TG)]
         assert finding.resource.location.file == str(stage / "ProdNetStackEE81A772.template.json")
         assert f"(ECS service VllmService7637AE0E of {service}, registered in {TG} of " in finding.message
+
+
+KV_DATA_STACK = """\
+    Resources:
+      StoreSg:
+        Type: AWS::EC2::SecurityGroup
+        Properties:
+          GroupDescription: LMCache store
+          VpcId: vpc-1
+          SecurityGroupIngress: INGRESS
+      Store:
+        Type: AWS::ElastiCache::ReplicationGroup
+        Properties:
+          ReplicationGroupDescription: LMCache shared KV
+          Engine: valkey
+          CacheNodeType: cache.r7g.large
+          NumCacheClusters: 2
+          SecurityGroupIds: [!GetAtt StoreSg.GroupId]
+          SECURITY
+    Outputs:
+      Endpoint:
+        Value: !GetAtt Store.PrimaryEndPoint.Address
+        Export: {Name: !Sub "${AWS::StackName}-KvEndpoint"}
+    """
+
+KV_FLEET_STACK = """\
+    Resources:
+      FleetSg:
+        Type: AWS::EC2::SecurityGroup
+        Properties: {GroupDescription: vLLM, VpcId: vpc-1}
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties:
+          Protocol: HTTP
+          Port: 8000
+          VpcId: vpc-1
+          TargetGroupAttributes: [{Key: load_balancing.algorithm.type, Value: least_outstanding_requests}]
+      Alarm:
+        Type: AWS::CloudWatch::Alarm
+        Properties:
+          Namespace: vLLM
+          MetricName: vllm:num_requests_waiting
+          Statistic: Maximum
+          Period: 60
+          EvaluationPeriods: 3
+          Threshold: 16
+          ComparisonOperator: GreaterThanThreshold
+      Lt:
+        Type: AWS::EC2::LaunchTemplate
+        Properties:
+          LaunchTemplateData:
+            InstanceType: g6.xlarge
+            SecurityGroupIds: [!GetAtt FleetSg.GroupId]
+            UserData:
+              Fn::Base64:
+                Fn::Sub:
+                  - |
+                    TOKEN=$(aws secretsmanager get-secret-value --secret-id kv --query SecretString --output text)
+                    docker run -d --gpus all -p 8000:8000 -e LMCACHE_REMOTE_URL=rediss://:$TOKEN@${Ep}:6379 \\
+                      lmcache/vllm-openai:v0.3.9 Qwen/Qwen2.5-7B-Instruct \\
+                      --kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+                  - {Ep: !ImportValue data-KvEndpoint}
+      Asg:
+        Type: AWS::AutoScaling::AutoScalingGroup
+        Properties:
+          MinSize: "2"
+          MaxSize: "2"
+          HealthCheckType: ELB
+          HealthCheckGracePeriod: 900
+          TargetGroupARNs: [!Ref Tg]
+          LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: "1"}
+    Outputs:
+      FleetSg:
+        Value: !GetAtt FleetSg.GroupId
+        Export: {Name: fleet-FleetSg}
+    """
+
+ADMITS_THE_FLEET = (
+    "[{IpProtocol: tcp, FromPort: 6379, ToPort: 6379, SourceSecurityGroupId: !ImportValue fleet-FleetSg}]"
+)
+SECURE = 'TransitEncryptionEnabled: true\n      AuthToken: "{{resolve:secretsmanager:kv}}"'
+
+
+def _kv_app(write, ingress: str, security: str) -> tuple[str, str]:
+    data = textwrap.dedent(KV_DATA_STACK).replace("INGRESS", ingress).replace("SECURITY", security)
+    return write("data.yaml", data), write("fleet.yaml", textwrap.dedent(KV_FLEET_STACK))
+
+
+def test_lmcache_store_in_another_stack_exempts_the_fleet_from_fleet001(write):
+    """The store (and its security group, which imports the fleet's) in a data stack, the fleet
+    importing the store's endpoint: one app. The fleet shares KV through it, so FLEET001 does
+    not fire and KV004 says the trade-off; the store is encrypted, authenticated and admits the
+    fleet: nothing else."""
+    data, fleet = _kv_app(write, ADMITS_THE_FLEET, SECURE)
+    report = lint_paths([data, fleet])
+    assert not report.errors and len(report.inputs) == 2
+    assert sorted(_findings(report)) == [("KV004", "Tg")] and report.unknown == []
+
+
+def test_lmcache_store_in_another_stack_without_tls_auth_or_ingress(write):
+    data, fleet = _kv_app(write, "[]", "TransitEncryptionEnabled: false")
+    report = lint_paths([data, fleet])
+    assert not report.errors and len(report.inputs) == 2
+    found = _findings(report)
+    assert sorted(found) == [("KV002", "Store"), ("KV003", "Asg"), ("KV004", "Tg")]
+    assert found[("KV002", "Store")].resource.location.file == data
+    assert found[("KV002", "Store")].message.endswith(f"(used by Asg of {fleet})")
+    assert found[("KV003", "Asg")].resource.location.file == fleet
+    assert found[("KV003", "Asg")].message.endswith(f"(Store of {data})")
+    assert report.unknown == []
