@@ -77,6 +77,7 @@ POSITIVE = {
     "LocalAI": ["localai/localai:latest-aio-gpu-nvidia-cuda-12", "local-ai run llama-3.2-1b-instruct"],
     "Xinference": ["xprobe/xinference:v1.2.0", "xinference-local --host 0.0.0.0 --port 9997"],
     "MLC LLM": ["mlc_llm serve HF://mlc-ai/Llama-3-8B-Instruct-q4f16_1-MLC"],
+    "Tabby": ["tabbyml/tabby:0.24.0", "serve --model StarCoder-1B --chat-model Qwen2-1.5B-Instruct tabby serve"],
 }
 
 #: server name → near misses: texts about the server that do not run it
@@ -119,6 +120,7 @@ NEAR_MISS = {
     "LocalAI": ["# localai later", "LOCALAI_URL=http://x"],
     "Xinference": ["pip install xinference-client"],
     "MLC LLM": ["mlc_llm compile ./dist/model"],
+    "Tabby": ["npx tabby-agent --stdio", "tabbyml/tabby-agent", "TABBY_SERVER=http://tabby:8080"],
 }
 
 #: OpenAI-compatible front ends that forward to someone else's model: no KV cache of their own.
@@ -133,7 +135,7 @@ PROXIES = [
 
 def test_every_server_has_positive_and_near_miss_cases():
     names = [s.name for s in D.LLM_SERVERS]
-    assert len(names) == len(set(names)) == 14
+    assert len(names) == len(set(names)) == 15
     assert set(POSITIVE) == set(NEAR_MISS) == set(names)
     assert {"vLLM", "SGLang", "TGI", "Ollama", "NVIDIA NIM", "llama.cpp", "LMDeploy", "TensorRT-LLM"} <= set(names)
     assert {"Ray Serve LLM", "Aphrodite"} <= set(names)

@@ -219,6 +219,13 @@ LLM_SERVERS: tuple[LlmServer, ...] = (
         ),
     ),
     LlmServer(
+        "Tabby",
+        (
+            r"\btabbyml/tabby(?![-\w])",
+            r"(?<![\w-])tabby\s+serve\b",
+        ),
+    ),
+    LlmServer(
         "MLC LLM",
         (
             r"\bmlc_llm\s+serve\b",
