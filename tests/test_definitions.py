@@ -51,6 +51,7 @@ POSITIVE = {
         "ghcr.io/ggml-org/llama.cpp:server-cuda",
         "python3 -m llama_cpp.server --model m.gguf",
         "/opt/llama/llama-server.sh --port 8080",
+        "systemctl enable --now llama-server.service",
     ],
     "LMDeploy": [
         "lmdeploy serve api_server internlm/internlm2_5-7b-chat --server-port 23333",

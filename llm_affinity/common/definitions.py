@@ -92,9 +92,10 @@ class LlmServer:
 _PY_M = r"python(?:3(?:\.\d+)?)?\s+-m\s+"
 #: A server's name as an image or a launcher, not as the host of a URL a client calls
 #: (``http://vllm-openai:8000/v1``, ``text-generation-inference.internal``): not right after
-#: ``://`` and not followed by a domain (a script, ``llama-server.sh``, is still the launcher).
+#: ``://`` and not followed by a domain (a script or a unit, ``llama-server.sh`` or
+#: ``llama-server.service``, still starts it).
 _NAME = r"(?<!://)\b"
-_NOT_HOST = r"\b(?!\.(?!(?:sh|py)\b)\w)"
+_NOT_HOST = r"\b(?!\.(?!(?:sh|py|service)\b)\w)"
 
 #: The LLM servers recognised in images, commands, entry points, environments and user data.
 #: Data, not code: add an entry (and its positive and near-miss tests in tests/test_definitions.py)
