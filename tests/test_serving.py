@@ -488,3 +488,42 @@ def test_the_same_service_running_the_server_is_judged(write):
     assert unknown == []
     findings, _, _ = _outcome(_client(write, "OLLAMA_HOST", "0.0.0.0:11434"))  # the bind address alone
     assert ("FLEET001", "Tg") in findings
+
+
+BRANCHED_USER_DATA = """\
+    Parameters:
+      Engine: {Type: String, AllowedValues: [vllm, none], Default: none}
+    Conditions:
+      IsVllm: !Equals [!Ref Engine, vllm]
+    Resources:
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties: {Protocol: HTTP, Port: 8000, VpcId: vpc-1}
+      Lt:
+        Type: AWS::EC2::LaunchTemplate
+        Properties:
+          LaunchTemplateData:
+            InstanceType: g5.xlarge
+            UserData: !Base64 {"Fn::If": [IsVllm, "docker run vllm/vllm-openai:v0.11.0 --model m", "echo idle"]}
+      Asg:
+        Type: AWS::AutoScaling::AutoScalingGroup
+        Properties:
+          MinSize: "2"
+          MaxSize: "2"
+          HealthCheckType: ELB
+          HealthCheckGracePeriod: 600
+          TargetGroupARNs: [!Ref Tg]
+          LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: "1"}
+    """
+
+
+def test_user_data_that_starts_the_server_in_one_branch_names_the_branch(write):
+    """Fn::If between a vLLM command and another in the launch template: the fleet serves
+    inference only when IsVllm is true, and its findings say so (both branches are judged)."""
+    findings, unknown, report = _outcome(write("branched.yaml", textwrap.dedent(BRANCHED_USER_DATA)))
+    assert findings == {("FLEET001", "Tg"): 1, ("FLEET005", "Asg"): 1} and unknown == []
+    assert all(f.message.endswith("(when condition IsVllm is true)") for f in report.findings)
+    always = textwrap.dedent(BRANCHED_USER_DATA).replace('"echo idle"', '"ollama serve"')
+    _, _, report = _outcome(write("always.yaml", always))
+    assert sorted(f.rule.id for f in report.findings) == ["FLEET001", "FLEET005"]
+    assert not any("(when" in f.message for f in report.findings)  # every branch starts a server

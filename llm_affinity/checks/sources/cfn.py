@@ -420,6 +420,7 @@ class _Builder:
             refs.append(UNKNOWN)  # InstanceId or nothing we can follow
         types: list[Candidate] = []
         texts: list[str] = []
+        branches: list[tuple[str, str | None]] = []
         unresolved_data = False
         spec.security_groups = None
         for ref in refs:
@@ -437,6 +438,7 @@ class _Builder:
                 spec.accelerators = _either(spec.accelerators, host.launch.accelerators)
                 if isinstance(host.launch.user_data, str):
                     texts.append(host.launch.user_data)
+                    branches.append((host.launch.user_data, host.variant))
                 elif isinstance(host.launch.user_data, Unresolved):
                     unresolved_data = True
         if spec.security_groups is None:
@@ -446,6 +448,7 @@ class _Builder:
         spec.instance_types = _dedupe(types)
         if texts:
             spec.user_data = "\n".join(dict.fromkeys(texts))
+            spec.user_data_branches = branches if len(branches) > 1 and not unresolved_data else []
         elif unresolved_data:
             spec.user_data = Unresolved("user data not resolvable")
         return spec
