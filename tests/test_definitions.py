@@ -16,6 +16,7 @@ POSITIVE = {
         "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.10.0 vllm serve Qwen/Qwen2.5-7B",
         "python3 -m vllm.entrypoints.openai.api_server --model m",
         "docker run --gpus all vllm/vllm-openai --model meta-llama/Llama-3.1-8B",
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm_openai:0.11.0",
         "nvcr.io/nvidia/tritonserver:24.08-vllm-python-py3",
         "python -m vllm serve m",
         # an image whose entry point is vllm serve, known by vLLM's KV connector flag
@@ -35,6 +36,8 @@ POSITIVE = {
         "ollama/ollama:0.5.7",
         "curl -fsSL https://ollama.com/install.sh | sh\nollama pull llama3",
         "OLLAMA_HOST=0.0.0.0:11434",
+        'Environment="OLLAMA_HOST=0.0.0.0"',
+        "export OLLAMA_HOST=:11434; systemctl restart ollama-server",
         "ghcr.io/open-webui/open-webui:ollama",
         "sudo -u ubuntu ollama serve &",
     ],
@@ -47,6 +50,8 @@ POSITIVE = {
         "./llama-server -m model.gguf --host 0.0.0.0 --port 8080",
         "ghcr.io/ggml-org/llama.cpp:server-cuda",
         "python3 -m llama_cpp.server --model m.gguf",
+        "/opt/llama/llama-server.sh --port 8080",
+        "systemctl enable --now llama-server.service",
     ],
     "LMDeploy": [
         "lmdeploy serve api_server internlm/internlm2_5-7b-chat --server-port 23333",
@@ -73,6 +78,7 @@ POSITIVE = {
     "LocalAI": ["localai/localai:latest-aio-gpu-nvidia-cuda-12", "local-ai run llama-3.2-1b-instruct"],
     "Xinference": ["xprobe/xinference:v1.2.0", "xinference-local --host 0.0.0.0 --port 9997"],
     "MLC LLM": ["mlc_llm serve HF://mlc-ai/Llama-3-8B-Instruct-q4f16_1-MLC"],
+    "Tabby": ["tabbyml/tabby:0.24.0", "serve --model StarCoder-1B --chat-model Qwen2-1.5B-Instruct tabby serve"],
 }
 
 #: server name → near misses: texts about the server that do not run it
@@ -82,12 +88,31 @@ NEAR_MISS = {
         "# see the vllm docs for tuning",
         "python -m vllm_benchmarks.run",
         "# kv_transfer_config is documented upstream",
+        # a client calling a server by its service name is not the server
+        "OPENAI_BASE_URL=http://vllm-openai:8000/v1",
+        "VLLM_URL=http://vllm-openai.llm.internal/v1",
     ],
     "SGLang": ["python -m sglang_router.launch_router --worker-urls http://w1:30000", "sglang is fast"],
-    "TGI": ['pipeline("text-generation", model=m)', "huggingface/transformers-pytorch-gpu"],
-    "Ollama": ["ghcr.io/open-webui/open-webui:main", "OLLAMA_BASE_URL=http://ollama:11434", "# ollama docs"],
+    "TGI": [
+        'pipeline("text-generation", model=m)',
+        "huggingface/transformers-pytorch-gpu",
+        "TGI_ENDPOINT=http://text-generation-inference:8080",
+        "http://tgi-inference.svc.cluster.local:80/generate",
+    ],
+    "Ollama": [
+        "ghcr.io/open-webui/open-webui:main",
+        "OLLAMA_BASE_URL=http://ollama:11434",
+        "# ollama docs",
+        # Ollama's client libraries read OLLAMA_HOST as the server to call
+        "OLLAMA_HOST=http://ollama:11434",
+        "OLLAMA_HOST=gpu-box.internal:11434",
+    ],
     "NVIDIA NIM": ["nvcr.io/nvidia/pytorch:24.01-py3", "apt-get install nim", "/opt/nim/bin/nim c app.nim"],
-    "llama.cpp": ["./llama-cli -m model.gguf -p hello", "git clone https://github.com/ggml-org/llama.cpp"],
+    "llama.cpp": [
+        "./llama-cli -m model.gguf -p hello",
+        "git clone https://github.com/ggml-org/llama.cpp",
+        "LLAMA_API_BASE=http://llama-server:8080/v1",
+    ],
     "LMDeploy": ["lmdeploy convert internlm2 /models/x", "pip install lmdeploy-client"],
     "TensorRT-LLM": ["nvcr.io/nvidia/tritonserver:24.01-py3", "tritonserver --model-repository=/models"],
     "Ray Serve LLM": ["serve run app:deployment", "ray start --head", "from ray import serve"],
@@ -96,6 +121,7 @@ NEAR_MISS = {
     "LocalAI": ["# localai later", "LOCALAI_URL=http://x"],
     "Xinference": ["pip install xinference-client"],
     "MLC LLM": ["mlc_llm compile ./dist/model"],
+    "Tabby": ["npx tabby-agent --stdio", "tabbyml/tabby-agent", "TABBY_SERVER=http://tabby:8080"],
 }
 
 #: OpenAI-compatible front ends that forward to someone else's model: no KV cache of their own.
@@ -110,7 +136,7 @@ PROXIES = [
 
 def test_every_server_has_positive_and_near_miss_cases():
     names = [s.name for s in D.LLM_SERVERS]
-    assert len(names) == len(set(names)) == 14
+    assert len(names) == len(set(names)) == 15
     assert set(POSITIVE) == set(NEAR_MISS) == set(names)
     assert {"vLLM", "SGLang", "TGI", "Ollama", "NVIDIA NIM", "llama.cpp", "LMDeploy", "TensorRT-LLM"} <= set(names)
     assert {"Ray Serve LLM", "Aphrodite"} <= set(names)

@@ -395,3 +395,55 @@ def test_hostile_kv_values_never_crash_lint(write):
     assert findings == {}  # a URL LMCache cannot read shares nothing anyone can judge: unknown
     reason = "LMCache remote backend: LMCACHE_REMOTE_URL is not a URL LMCache can read (rediss://[::1)"
     assert unknown == [("FLEET001", "Tg", reason), ("KV001", "Asg", reason), ("KV002", "Asg", reason)]
+
+
+BRANCHED_LMCACHE = """\
+    Parameters:
+      SharedKv: {Type: String, AllowedValues: ["true", "false"], Default: "true"}
+    Conditions:
+      UseShared: !Equals [!Ref SharedKv, "true"]
+    Resources:
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties: {Protocol: HTTP, Port: 8000, VpcId: vpc-1}
+      Lt:
+        Type: AWS::EC2::LaunchTemplate
+        Properties:
+          LaunchTemplateData:
+            InstanceType: g6.xlarge
+            UserData:
+              Fn::Base64:
+                Fn::If:
+                  - UseShared
+                  - "LMCACHE_REMOTE_URL=rediss://:t@kv.example.internal:6379 vllm serve m --kv-transfer-config
+                    '{\\"kv_connector\\":\\"LMCacheConnectorV1\\",\\"kv_role\\":\\"kv_both\\"}'"
+                  - "vllm serve m --kv-transfer-config '{\\"kv_connector\\":\\"LMCacheConnectorV1\\",\\"kv_role\\":\\"kv_both\\"}'"
+      Asg:
+        Type: AWS::AutoScaling::AutoScalingGroup
+        Properties:
+          MinSize: "2"
+          MaxSize: "3"
+          HealthCheckType: ELB
+          HealthCheckGracePeriod: 600
+          TargetGroupARNs: [!Ref Tg]
+          LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: "1"}
+    """
+
+
+def test_lmcache_shared_in_one_branch_only_is_not_taken_for_both(write):
+    """The launch template shares KV when UseShared is true and keeps it local otherwise: the
+    first branch is not taken for both (FLEET001 silenced, KV004 only); the remote backend is
+    listed as unknown where the rules need it, naming the branches."""
+    report = lint_paths([write("branched.yaml", textwrap.dedent(BRANCHED_LMCACHE))])
+    assert not report.errors
+    findings, unknown = _outcome(report)
+    assert not any(rule.startswith(("FLEET001", "KV00")) for rule, _ in findings)
+    why = (
+        "LMCache remote backend: LMCache's remote backend differs between the launch template's branches "
+        "(condition UseShared is true; condition UseShared is false)"
+    )
+    assert [(rule, rid, value) for rule, rid, value in unknown if value == why] == [
+        ("FLEET001", "Tg", why),
+        ("KV001", "Asg", why),
+        ("KV002", "Asg", why),
+    ]

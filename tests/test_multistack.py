@@ -336,3 +336,235 @@ def test_same_logical_ids_in_two_templates_of_one_app_stay_apart(write):
     fleet001 = sorted(f.resource.location.file for f in report.findings if f.rule.id == "FLEET001")
     assert fleet001 == sorted([a, b])
     assert [tg.max_replicas for tg in model.target_groups] == [2, 2]
+
+
+LAUNCHED_FROM_AN_IMPORT = """\
+    Resources:
+      Lt:
+        Type: AWS::EC2::LaunchTemplate
+        Properties:
+          LaunchTemplateData:
+            InstanceType: INSTANCE_TYPE
+            UserData:
+              Fn::Base64:
+                Fn::Sub:
+                  - "docker run --gpus all vllm/vllm-openai:v0.11.0 m --kv-transfer-config
+                     '{\\"kv_connector\\": \\"LMCacheConnectorV1\\", \\"kv_role\\": \\"kv_both\\"}'
+                     -e LMCACHE_REMOTE_URL=rediss://${Ep}:6379"
+                  - {Ep: !ImportValue data-KvEndpoint}
+      Asg:
+        Type: AWS::AutoScaling::AutoScalingGroup
+        Properties:
+          MinSize: "1"
+          MaxSize: "3"
+          HealthCheckType: ELB
+          HealthCheckGracePeriod: 600
+          TargetGroupARNs: [!Ref Tg]
+          LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: "1"}
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties: {Protocol: HTTP, Port: 8000, VpcId: vpc-1}
+    """
+
+
+def test_an_import_in_the_launch_template_is_named_on_the_fleet(write):
+    """The fleet launches from a template whose LMCache remote URL imports the store's endpoint
+    from a data stack that is not linted: each unknown the endpoint causes (on the target group,
+    the group) names the export, though the import sits in the launch template."""
+    fleet = write("fleet.yaml", textwrap.dedent(LAUNCHED_FROM_AN_IMPORT).replace("INSTANCE_TYPE", "g5.xlarge"))
+    report = lint_paths([fleet])
+    missing = "(Fn::ImportValue 'data-KvEndpoint': not exported by any input)"
+    assert [(u.rule.id, u.resource.id, u.value.endswith(missing)) for u in report.unknown] == [
+        ("FLEET001", "Tg", True),
+        ("KV001", "Asg", True),
+        ("KV002", "Asg", True),
+    ]
+    assert [f.rule.id for f in report.findings] == ["FLEET005", "FLEET007"]
+
+
+def test_an_imported_instance_type_is_named_on_the_fleet(write):
+    text = textwrap.dedent(LAUNCHED_FROM_AN_IMPORT).replace("INSTANCE_TYPE", "!ImportValue shared-GpuType")
+    text = text.split("        UserData:")[0] + text[text.index("  Asg:") :]
+    report = lint_paths([write("fleet.yaml", text)])
+    assert _unknown(report) == [
+        ("FLEET001", "Asg", "InstanceType (Fn::ImportValue 'shared-GpuType': not exported by any input)")
+    ]
+    assert report.findings == []
+
+
+LB_IMPORTING_THE_TARGET_GROUP = """\
+    Resources:
+      Alb:
+        Type: AWS::ElasticLoadBalancingV2::LoadBalancer
+        Properties: {Scheme: internal, Subnets: [subnet-1, subnet-2]}
+      Listener:
+        Type: AWS::ElasticLoadBalancingV2::Listener
+        Properties:
+          LoadBalancerArn: !Ref Alb
+          Port: 80
+          Protocol: HTTP
+          DefaultActions: [{Type: forward, TargetGroupArn: !ImportValue tgi-fleet-TgArn}]
+    """
+
+TGI_SERVICE_EXPORTING_ITS_TARGET_GROUP = """\
+    Resources:
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties: {Protocol: HTTP, Port: 80, VpcId: vpc-1, TargetType: ip}
+      Task:
+        Type: AWS::ECS::TaskDefinition
+        Properties:
+          NetworkMode: awsvpc
+          ContainerDefinitions:
+            - Name: tgi
+              Image: ghcr.io/huggingface/text-generation-inference:3.0.1
+              Memory: 30000
+              ResourceRequirements: [{Type: GPU, Value: "1"}]
+      Service:
+        Type: AWS::ECS::Service
+        Properties:
+          Cluster: c
+          DesiredCount: 2
+          TaskDefinition: !Ref Task
+          LoadBalancers: [{ContainerName: tgi, ContainerPort: 80, TargetGroupArn: !Ref Tg}]
+    Outputs:
+      TgArn:
+        Value: !Ref Tg
+        Export: {Name: tgi-fleet-TgArn}
+    """
+
+
+def test_findings_on_the_load_balancer_name_the_template_that_makes_it_inference(write):
+    """The load balancer's stack imports the target group of a TGI service's stack: ALB009 and
+    ALB010 land on the load balancer and name the other template, where the inference is."""
+    lb = write("lb.yaml", textwrap.dedent(LB_IMPORTING_THE_TARGET_GROUP))
+    fleet = write("fleet.yaml", textwrap.dedent(TGI_SERVICE_EXPORTING_ITS_TARGET_GROUP))
+    report = lint_paths([lb, fleet])
+    found = _findings(report)
+    assert sorted(found) == [("ALB009", "Alb"), ("ALB010", "Alb"), ("FLEET001", "Tg"), ("FLEET005", "Tg")]
+    where = f"(inference target group Tg of {fleet}: ECS service Service: task definition Task runs TGI)"
+    for rule in ("ALB009", "ALB010"):
+        assert found[(rule, "Alb")].resource.location.file == lb
+        assert found[(rule, "Alb")].message.endswith(where)
+    assert fleet not in found[("FLEET005", "Tg")].message  # one template: nothing to add
+    assert report.unknown == []
+
+
+def test_findings_on_a_stage_target_group_name_the_service_template():
+    report = lint_paths([str(APPS / "vllm-stage-nlb" / "cdk.out")])
+    stage = APPS / "vllm-stage-nlb" / "cdk.out" / "assembly-Prod"
+    service = str(stage / "ProdServiceStack405EDF78.template.json")
+    for rule in ("NLB002", "NLB003", "FLEET005"):
+        finding = _findings(report)[(rule, TG)]
+        assert finding.resource.location.file == str(stage / "ProdNetStackEE81A772.template.json")
+        assert f"(ECS service VllmService7637AE0E of {service}, registered in {TG} of " in finding.message
+
+
+KV_DATA_STACK = """\
+    Resources:
+      StoreSg:
+        Type: AWS::EC2::SecurityGroup
+        Properties:
+          GroupDescription: LMCache store
+          VpcId: vpc-1
+          SecurityGroupIngress: INGRESS
+      Store:
+        Type: AWS::ElastiCache::ReplicationGroup
+        Properties:
+          ReplicationGroupDescription: LMCache shared KV
+          Engine: valkey
+          CacheNodeType: cache.r7g.large
+          NumCacheClusters: 2
+          SecurityGroupIds: [!GetAtt StoreSg.GroupId]
+          SECURITY
+    Outputs:
+      Endpoint:
+        Value: !GetAtt Store.PrimaryEndPoint.Address
+        Export: {Name: !Sub "${AWS::StackName}-KvEndpoint"}
+    """
+
+KV_FLEET_STACK = """\
+    Resources:
+      FleetSg:
+        Type: AWS::EC2::SecurityGroup
+        Properties: {GroupDescription: vLLM, VpcId: vpc-1}
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties:
+          Protocol: HTTP
+          Port: 8000
+          VpcId: vpc-1
+          TargetGroupAttributes: [{Key: load_balancing.algorithm.type, Value: least_outstanding_requests}]
+      Alarm:
+        Type: AWS::CloudWatch::Alarm
+        Properties:
+          Namespace: vLLM
+          MetricName: vllm:num_requests_waiting
+          Statistic: Maximum
+          Period: 60
+          EvaluationPeriods: 3
+          Threshold: 16
+          ComparisonOperator: GreaterThanThreshold
+      Lt:
+        Type: AWS::EC2::LaunchTemplate
+        Properties:
+          LaunchTemplateData:
+            InstanceType: g6.xlarge
+            SecurityGroupIds: [!GetAtt FleetSg.GroupId]
+            UserData:
+              Fn::Base64:
+                Fn::Sub:
+                  - |
+                    TOKEN=$(aws secretsmanager get-secret-value --secret-id kv --query SecretString --output text)
+                    docker run -d --gpus all -p 8000:8000 -e LMCACHE_REMOTE_URL=rediss://:$TOKEN@${Ep}:6379 \\
+                      lmcache/vllm-openai:v0.3.9 Qwen/Qwen2.5-7B-Instruct \\
+                      --kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+                  - {Ep: !ImportValue data-KvEndpoint}
+      Asg:
+        Type: AWS::AutoScaling::AutoScalingGroup
+        Properties:
+          MinSize: "2"
+          MaxSize: "2"
+          HealthCheckType: ELB
+          HealthCheckGracePeriod: 900
+          TargetGroupARNs: [!Ref Tg]
+          LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: "1"}
+    Outputs:
+      FleetSg:
+        Value: !GetAtt FleetSg.GroupId
+        Export: {Name: fleet-FleetSg}
+    """
+
+ADMITS_THE_FLEET = (
+    "[{IpProtocol: tcp, FromPort: 6379, ToPort: 6379, SourceSecurityGroupId: !ImportValue fleet-FleetSg}]"
+)
+SECURE = 'TransitEncryptionEnabled: true\n      AuthToken: "{{resolve:secretsmanager:kv}}"'
+
+
+def _kv_app(write, ingress: str, security: str) -> tuple[str, str]:
+    data = textwrap.dedent(KV_DATA_STACK).replace("INGRESS", ingress).replace("SECURITY", security)
+    return write("data.yaml", data), write("fleet.yaml", textwrap.dedent(KV_FLEET_STACK))
+
+
+def test_lmcache_store_in_another_stack_exempts_the_fleet_from_fleet001(write):
+    """The store (and its security group, which imports the fleet's) in a data stack, the fleet
+    importing the store's endpoint: one app. The fleet shares KV through it, so FLEET001 does
+    not fire and KV004 says the trade-off; the store is encrypted, authenticated and admits the
+    fleet: nothing else."""
+    data, fleet = _kv_app(write, ADMITS_THE_FLEET, SECURE)
+    report = lint_paths([data, fleet])
+    assert not report.errors and len(report.inputs) == 2
+    assert sorted(_findings(report)) == [("KV004", "Tg")] and report.unknown == []
+
+
+def test_lmcache_store_in_another_stack_without_tls_auth_or_ingress(write):
+    data, fleet = _kv_app(write, "[]", "TransitEncryptionEnabled: false")
+    report = lint_paths([data, fleet])
+    assert not report.errors and len(report.inputs) == 2
+    found = _findings(report)
+    assert sorted(found) == [("KV002", "Store"), ("KV003", "Asg"), ("KV004", "Tg")]
+    assert found[("KV002", "Store")].resource.location.file == data
+    assert found[("KV002", "Store")].message.endswith(f"(used by Asg of {fleet})")
+    assert found[("KV003", "Asg")].resource.location.file == fleet
+    assert found[("KV003", "Asg")].message.endswith(f"(Store of {data})")
+    assert report.unknown == []

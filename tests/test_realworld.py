@@ -19,7 +19,7 @@ from llm_affinity.checks.sources.inputs import load_paths
 
 HERE = Path(__file__).resolve().parent / "realworld"
 MANIFEST = json.loads((HERE / "manifest.json").read_text(encoding="utf-8"))["templates"]
-PERMISSIVE = {"Apache-2.0", "MIT", "MIT-0", "BSD-2-Clause", "BSD-3-Clause"}
+PERMISSIVE = {"Apache-2.0", "MIT", "MIT-0", "BSD-2-Clause", "BSD-3-Clause", "Unlicense"}
 GROUPS: dict[tuple[str, ...], list[dict]] = {}
 for _entry in MANIFEST:
     GROUPS.setdefault(tuple(_entry.get("lint_with") or [_entry["file"]]), []).append(_entry)

@@ -424,3 +424,106 @@ def test_cfn_init_commands_count_as_user_data(write):
     (model,) = load_paths([write("init.yaml", text)]).models
     assert model.target_groups[0].serving.reason == "target EC2 instance Server: user data starts Ollama"
     assert model.target_groups[0].max_replicas == 1
+
+
+CLIENT_SERVICE = """\
+    Resources:
+      Alb:
+        Type: AWS::ElasticLoadBalancingV2::LoadBalancer
+        Properties: {Subnets: [s1, s2]}
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties: {Protocol: HTTP, Port: 8080, VpcId: vpc-1, TargetType: ip}
+      Listener:
+        Type: AWS::ElasticLoadBalancingV2::Listener
+        Properties:
+          LoadBalancerArn: !Ref Alb
+          Port: 80
+          Protocol: HTTP
+          DefaultActions: [{Type: forward, TargetGroupArn: !Ref Tg}]
+      Task:
+        Type: AWS::ECS::TaskDefinition
+        Properties:
+          RequiresCompatibilities: [FARGATE]
+          NetworkMode: awsvpc
+          Cpu: "1024"
+          Memory: "2048"
+          ContainerDefinitions:
+            - Name: app
+              Image: IMAGE
+              PortMappings: [{ContainerPort: 8080}]
+              Environment: [{Name: NAME, Value: "VALUE"}]
+      Service:
+        Type: AWS::ECS::Service
+        Properties:
+          Cluster: c
+          LaunchType: FARGATE
+          DesiredCount: 2
+          TaskDefinition: !Ref Task
+          LoadBalancers: [{ContainerName: app, ContainerPort: 8080, TargetGroupArn: !Ref Tg}]
+    """
+
+
+def _client(write, name: str, value: str, image: str = "public.ecr.aws/acme/chat-backend:1.4.2") -> str:
+    text = textwrap.dedent(CLIENT_SERVICE).replace("IMAGE", image).replace("NAME", name).replace("VALUE", value)
+    return write("client.yaml", text)
+
+
+def test_an_application_that_calls_an_llm_server_is_not_one(write):
+    """A CPU web tier whose environment names the LLM server it calls (Ollama's client libraries
+    read OLLAMA_HOST; a service named vllm-openai or text-generation-inference in a URL) holds no
+    KV cache: no rule about inference fires on its load balancer."""
+    for name, value in (
+        ("OLLAMA_HOST", "http://ollama.internal:11434"),
+        ("OPENAI_BASE_URL", "http://vllm-openai:8000/v1"),
+        ("TGI_URL", "http://text-generation-inference.llm.internal"),
+    ):
+        findings, unknown, _ = _outcome(_client(write, name, value))
+        assert (name, findings, unknown) == (name, {}, [])
+
+
+def test_the_same_service_running_the_server_is_judged(write):
+    findings, unknown, report = _outcome(_client(write, "OLLAMA_HOST", "0.0.0.0:11434", image="ollama/ollama:0.5.7"))
+    assert findings == {("ALB009", "Alb"): 1, ("ALB010", "Alb"): 1, ("FLEET001", "Tg"): 1, ("FLEET005", "Tg"): 1}
+    assert unknown == []
+    findings, _, _ = _outcome(_client(write, "OLLAMA_HOST", "0.0.0.0:11434"))  # the bind address alone
+    assert ("FLEET001", "Tg") in findings
+
+
+BRANCHED_USER_DATA = """\
+    Parameters:
+      Engine: {Type: String, AllowedValues: [vllm, none], Default: none}
+    Conditions:
+      IsVllm: !Equals [!Ref Engine, vllm]
+    Resources:
+      Tg:
+        Type: AWS::ElasticLoadBalancingV2::TargetGroup
+        Properties: {Protocol: HTTP, Port: 8000, VpcId: vpc-1}
+      Lt:
+        Type: AWS::EC2::LaunchTemplate
+        Properties:
+          LaunchTemplateData:
+            InstanceType: g5.xlarge
+            UserData: !Base64 {"Fn::If": [IsVllm, "docker run vllm/vllm-openai:v0.11.0 --model m", "echo idle"]}
+      Asg:
+        Type: AWS::AutoScaling::AutoScalingGroup
+        Properties:
+          MinSize: "2"
+          MaxSize: "2"
+          HealthCheckType: ELB
+          HealthCheckGracePeriod: 600
+          TargetGroupARNs: [!Ref Tg]
+          LaunchTemplate: {LaunchTemplateId: !Ref Lt, Version: "1"}
+    """
+
+
+def test_user_data_that_starts_the_server_in_one_branch_names_the_branch(write):
+    """Fn::If between a vLLM command and another in the launch template: the fleet serves
+    inference only when IsVllm is true, and its findings say so (both branches are judged)."""
+    findings, unknown, report = _outcome(write("branched.yaml", textwrap.dedent(BRANCHED_USER_DATA)))
+    assert findings == {("FLEET001", "Tg"): 1, ("FLEET005", "Asg"): 1} and unknown == []
+    assert all(f.message.endswith("(when condition IsVllm is true)") for f in report.findings)
+    always = textwrap.dedent(BRANCHED_USER_DATA).replace('"echo idle"', '"ollama serve"')
+    _, _, report = _outcome(write("always.yaml", always))
+    assert sorted(f.rule.id for f in report.findings) == ["FLEET001", "FLEET005"]
+    assert not any("(when" in f.message for f in report.findings)  # every branch starts a server

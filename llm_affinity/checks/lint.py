@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Sequence
 
-from .model import Model, ModelError
+from .model import Model, ModelError, Resource
 from .rules import Rule, Settings
 from .runner import Report, UnknownValue, evaluate, select_rules
 from .serving import ROLE_UNKNOWN
@@ -33,7 +33,8 @@ def lint_paths(
     if loaded.too_large:
         report.unknown = [_mark_too_large(u, loaded.too_large) for u in report.unknown]
     if loaded.missing_imports:
-        report.unknown = [_mark_imports(u, loaded.missing_imports) for u in report.unknown]
+        fed = _launched_from(loaded.models)
+        report.unknown = [_mark_imports(u, loaded.missing_imports, fed) for u in report.unknown]
     return report
 
 
@@ -87,6 +88,38 @@ _PROPERTIES_OF = (
 )
 
 
+#: Unknown values decided by what compute launches (its launch template or configuration, its
+#: task definition), not by the fleet, service or target group they are reported on.
+_LAUNCHED = ("InstanceType", "LMCache remote backend", "whether LMCache ", "the store behind", "security groups of")
+#: The properties of a launch template / configuration or task definition that say what runs.
+_LAUNCH_KEYS = ("LaunchTemplateData", "UserData", "InstanceType", "ContainerDefinitions")
+
+#: (file, logical id) of a fleet, service or target group → those of what its compute launches from.
+Feeders = dict[tuple[str | None, str], list[tuple[str | None, str]]]
+
+
+def _launched_from(models: Iterable[Model]) -> Feeders:
+    """For each Auto Scaling group its launch template or configuration, for each ECS service
+    its task definition, and for each target group those of the compute registered in it: the
+    resources whose imports decide a value reported on the group, service or target group."""
+    out: Feeders = {}
+    for model in models:
+        for fleet in model.fleets:
+            if isinstance(fleet.launch.source_id, str):
+                out[_key(fleet)] = [(fleet.location.file, fleet.launch.source_id)]
+        for service in model.services:
+            if isinstance(service.task_definition, str):
+                out[_key(service)] = [(service.location.file, service.task_definition)]
+        for tg in model.target_groups:
+            for compute in [*model.fleets_for(tg), *model.services_for(tg)]:
+                out.setdefault(_key(tg), []).extend(out.get(_key(compute), []))
+    return out
+
+
+def _key(resource: Resource) -> tuple[str | None, str]:
+    return resource.location.file, resource.location.resource_id
+
+
 def _properties(value: str) -> tuple[str, ...]:
     for prefixes, keys in _PROPERTIES_OF:
         if value.startswith(prefixes):
@@ -94,15 +127,22 @@ def _properties(value: str) -> tuple[str, ...]:
     return (value.split(" ", 1)[0],)  # TargetGroupARNs, Protocol, MinSize, TargetControlPort...
 
 
-def _mark_imports(unknown: UnknownValue, missing: dict[str, dict[str, dict[str, list[str]]]]) -> UnknownValue:
+def _mark_imports(
+    unknown: UnknownValue, missing: dict[str, dict[str, dict[str, list[str]]]], launched_from: Feeders
+) -> UnknownValue:
     """Name the exports that none of the inputs provides when the unknown value is read from a
     property that imports them (the reason it is unknown; lint the stack that exports them too
-    to decide it)."""
-    loc = unknown.resource.location
-    by_key = missing.get(loc.file or "", {}).get(loc.resource_id)
-    if not by_key or unknown.value.startswith(ROLE_UNKNOWN):
+    to decide it): a property of the resource itself, or, for what compute runs (its instance
+    type, LMCache's remote backend), of the launch template or task definition it launches from."""
+    if unknown.value.startswith(ROLE_UNKNOWN):
         return unknown
+    loc = unknown.resource.location
+    by_key = missing.get(loc.file or "", {}).get(loc.resource_id) or {}
     names = [n for key in _properties(unknown.value) for n in by_key.get(key, [])]
+    if not names and unknown.value.startswith(_LAUNCHED):
+        for file, source in launched_from.get((loc.file, loc.resource_id), []):
+            by_key = missing.get(file or "", {}).get(source) or {}
+            names += [n for key in _LAUNCH_KEYS for n in by_key.get(key, []) if n not in names]
     if not names:
         return unknown
     listed = ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

@@ -413,6 +413,9 @@ class LaunchSpec:
     #: security group ids / logical ids (entries may be Unresolved); ``[]`` when none is named
     #: (the VPC's default group); Unresolved when they could not be read
     security_groups: Any = field(default_factory=list)
+    #: When a fleet's launch template has several shapes (``Fn::If``, a parameter's allowed
+    #: values): each shape's user data with its branch; ``user_data`` joins them
+    user_data_branches: list[tuple[str, str | None]] = field(default_factory=list)
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence, TypeAlias
 
-from .model import Model, ModelError, Resource, Suppression, scenario_label
+from .model import LoadBalancer, Model, ModelError, Resource, Suppression, TargetGroup, scenario_label
 from .rules import SEVERITIES, SEVERITY_RANK, Hit, Rule, Settings, Unknown, all_rules
 
 #: What makes a finding or an unknown value the same as another: rule, resource type, resource
@@ -120,6 +120,7 @@ def evaluate(models: Sequence[Model], rules: Sequence[Rule] | None = None, setti
             for by_message in hits.values():
                 group = [hit for same in by_message.values() for hit in same]
                 message = "; ".join(_with_variants(model, same) for same in by_message.values())
+                message = _naming_other_templates(model, rule, group[0].resource, message)
                 finding = Finding(rule, group[0].resource, message, severity_override=_severity(rule, group))
                 if finding.key() in seen:
                     continue
@@ -166,6 +167,33 @@ def _with_variants(model: Model, hits: list[Hit]) -> str:
     if common and len(matching) == len(labels):
         return f"{message} (when {scenario_label(common)})"
     return f"{message} (when {' or when '.join(labels)})"
+
+
+#: What :func:`.serving._via` writes when a target group's serving compute lives in another
+#: template than the target group (a multi-stack app).
+_REGISTERED_IN = ", registered in "
+
+
+def _naming_other_templates(model: Model, rule: Rule, resource: Resource, message: str) -> str:
+    """The message of an inference rule on a target group or a load balancer, naming the other
+    template its serving evidence comes from when the app's templates were joined (the fleet in
+    one stack, the target group or the load balancer in another): a finding names both files."""
+    if not rule.inference_only or not resource.location.file:
+        return message
+    if isinstance(resource, TargetGroup):
+        groups = [resource]
+    elif isinstance(resource, LoadBalancer):
+        groups = model.target_groups_behind(resource)
+    else:
+        return message
+    for tg in groups:
+        if tg.serving is None or not tg.serving.llm or tg.serving.reason in message:
+            continue
+        if tg.location.file and tg.location.file != resource.location.file:
+            return f"{message} (inference target group {tg.id} of {tg.location.file}: {tg.serving.reason})"
+        if _REGISTERED_IN in tg.serving.reason:
+            return f"{message} ({tg.serving.reason})"
+    return message
 
 
 def _suppression_for(resource: Resource, rule_id: str) -> Suppression | None:

@@ -79,13 +79,24 @@ def branch_label(whens: list[str | None]) -> str | None:
     return f"{named} (or {more} more)" if more > 0 else named
 
 
+def _user_data_branch(launch: LaunchSpec) -> str | None:
+    """The branches whose user data names an LLM server, when the launch template has several
+    shapes and not all of them do (``Fn::If`` between a vLLM command and another); ``None``
+    when it holds in every shape."""
+    branches = launch.user_data_branches
+    naming = [label for text, label in branches if llm_server_in(text)]
+    if not branches or len(naming) == len(branches):
+        return None
+    return branch_label(naming)
+
+
 def launch_evidence(launch: LaunchSpec) -> tuple[Serving | None, str | None]:
     """(verdict, what was missing) for compute that launches ``launch``: an LLM server named in
     its user data is ``llm`` whatever the instance type; accelerated instance types alone are
     ``accelerator-only``."""
     server = llm_server_in(launch.user_data)
     if server:
-        return Serving(f"user data starts {server}"), None
+        return Serving(f"user data starts {server}", _user_data_branch(launch)), None
     types = launch.instance_types
     accelerated = [c for c in types if is_accelerated_instance_type(c.value)]
     if accelerated:

@@ -90,6 +90,12 @@ class LlmServer:
 
 
 _PY_M = r"python(?:3(?:\.\d+)?)?\s+-m\s+"
+#: A server's name as an image or a launcher, not as the host of a URL a client calls
+#: (``http://vllm-openai:8000/v1``, ``text-generation-inference.internal``): not right after
+#: ``://`` and not followed by a domain (a script or a unit, ``llama-server.sh`` or
+#: ``llama-server.service``, still starts it).
+_NAME = r"(?<!://)\b"
+_NOT_HOST = r"\b(?!\.(?!(?:sh|py|service)\b)\w)"
 
 #: The LLM servers recognised in images, commands, entry points, environments and user data.
 #: Data, not code: add an entry (and its positive and near-miss tests in tests/test_definitions.py)
@@ -100,7 +106,7 @@ LLM_SERVERS: tuple[LlmServer, ...] = (
         (
             r"\bvllm\s+serve\b",
             r"\bvllm/vllm-openai\b",
-            r"\bvllm[-_]openai\b",
+            _NAME + r"vllm[-_]openai" + _NOT_HOST,
             r"\bvllm\.entrypoints\b",
             _PY_M + r"vllm\b(?![._-]?\w)",
             r"\bvllm/vllm-tpu\b",
@@ -121,10 +127,10 @@ LLM_SERVERS: tuple[LlmServer, ...] = (
     LlmServer(
         "TGI",
         (
-            r"\btext-generation-inference\b",
+            _NAME + r"text-generation-inference" + _NOT_HOST,
             r"\btext-generation-launcher\b",
             r"\bhuggingface-pytorch-tgi-inference\b",
-            r"\btgi-inference\b",
+            _NAME + r"tgi-inference" + _NOT_HOST,
         ),
     ),
     LlmServer(
@@ -133,7 +139,10 @@ LLM_SERVERS: tuple[LlmServer, ...] = (
             r"(?:^|[\s\"'=/:@])ollama/ollama\b",
             r"\bollama\s+(?:serve|run|pull|create)\b",
             r"\bollama\.com/install\.sh\b",
-            r"\bOLLAMA_(?:HOST|MODELS|KEEP_ALIVE|NUM_PARALLEL|ORIGINS)\s*=",
+            # OLLAMA_HOST is the server's bind address and the client's server URL: only an
+            # address to listen on (0.0.0.0, ::, a bare port) says the server runs here
+            r"\bOLLAMA_HOST\s*=\s*[\"']?(?:0\.0\.0\.0|\[?::\]?)?(?::\d+)?(?=[\"'\s;&)]|$)",
+            r"\bOLLAMA_(?:MODELS|KEEP_ALIVE|NUM_PARALLEL|ORIGINS)\s*=",
             r"\bopen-webui:ollama\b",  # Open WebUI's image with Ollama bundled
         ),
     ),
@@ -147,7 +156,7 @@ LLM_SERVERS: tuple[LlmServer, ...] = (
     LlmServer(
         "llama.cpp",
         (
-            r"(?<![\w-])llama-server\b",
+            r"(?<![\w-])(?<!://)llama-server" + _NOT_HOST,
             r"\bllama\.cpp:(?:server|full)[\w.-]*",
             r"\bllama_cpp\.server\b",
         ),
@@ -208,6 +217,13 @@ LLM_SERVERS: tuple[LlmServer, ...] = (
         (
             r"\bxprobe/xinference\b",
             r"\bxinference-local\b",
+        ),
+    ),
+    LlmServer(
+        "Tabby",
+        (
+            r"\btabbyml/tabby(?![-\w])",
+            r"(?<![\w-])tabby\s+serve\b",
         ),
     ),
     LlmServer(

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..kvshare import KvUser, kv_of, kv_users, reachability, store_for, target_group_shares
-from ..model import KvRemote, KvStore, Model, Unresolved, Workload
+from ..model import KvRemote, KvStore, Model, Resource, Unresolved, Workload
 from ..replicas import several
 from .base import Hit, Result, Unknown, rule
 from .common import DOCS_ALB_STICKY, is_kube, name, set_in, spreading_target_groups, unresolved, when
@@ -99,7 +99,14 @@ def kv001(model: Model) -> Iterator[Result]:
         )
 
 
-def _store_problems(store: KvStore) -> Iterator[Result]:
+def _of_other_file(resource: Resource, other: Resource, what: str) -> str:
+    """`` (<what> of <file>)`` when ``other`` lives in another template than ``resource`` (a
+    multi-stack app: the store in one stack, the fleet in another): a finding names both files."""
+    theirs, ours = other.location.file, resource.location.file
+    return f" ({what} of {theirs})" if theirs and ours and theirs != ours else ""
+
+
+def _store_problems(store: KvStore, user: KvUser) -> Iterator[Result]:
     """What an ElastiCache store LMCache shares KV through falls short of — encryption in transit,
     authentication (an AUTH token or an RBAC user group) — named in one finding."""
     problems: list[str] = []
@@ -123,7 +130,11 @@ def _store_problems(store: KvStore) -> Iterator[Result]:
             )
             problems.append(f"{missing} (any host that reaches it can read and overwrite cached KV)")
     if problems:
-        yield Hit(store, f"{store.kind} {store.id} (LMCache's shared KV store) has {' and '.join(problems)}")
+        yield Hit(
+            store,
+            f"{store.kind} {store.id} (LMCache's shared KV store) has {' and '.join(problems)}"
+            + _of_other_file(store, user.resource, f"used by {user.resource.id}"),
+        )
 
 
 def _client_problems(user: KvUser, remote: KvRemote, check_credentials: bool) -> Iterator[Result]:
@@ -189,7 +200,7 @@ def kv002(model: Model) -> Iterator[Result]:
             continue  # no remote backend, or one on the instance (KV001): nothing crosses the network
         store = store_for(model, remote, user.resource)
         if isinstance(store, KvStore):
-            yield from _store_problems(store)
+            yield from _store_problems(store, user)
         elif isinstance(store, Unresolved):
             yield Unknown(user.resource, f"the store behind {remote.url}: {store.why}")
         yield from _client_problems(user, remote, check_credentials=store is None)
@@ -237,7 +248,7 @@ def kv003(model: Model) -> Iterator[Result]:
             yield Hit(
                 user.resource,
                 f"{user.resource.id}'s security groups ({groups}) cannot reach {store.kind} {store.id} "
-                f"on tcp/{store.port}: {why}",
+                f"on tcp/{store.port}: {why}" + _of_other_file(user.resource, store, store.id),
                 user.when,
             )
 

@@ -20,6 +20,8 @@ from ..model import (
     EngineHost,
     Fleet,
     ForeignId,
+    KvRemote,
+    KvSharing,
     KvStore,
     LaunchSpec,
     Listener,
@@ -420,6 +422,8 @@ class _Builder:
             refs.append(UNKNOWN)  # InstanceId or nothing we can follow
         types: list[Candidate] = []
         texts: list[str] = []
+        branches: list[tuple[str, str | None]] = []
+        kvs: list[tuple[KvSharing | None, str | None]] = []
         unresolved_data = False
         spec.security_groups = None
         for ref in refs:
@@ -432,13 +436,17 @@ class _Builder:
                 if spec.source_id is None:
                     spec.security_groups = host.launch.security_groups  # the group's own launch template
                 spec.kv = spec.kv or host.launch.kv
+                kvs.append((host.launch.kv, host.variant))
                 spec.source_id = spec.source_id or host.id
                 types += host.launch.instance_types
                 spec.accelerators = _either(spec.accelerators, host.launch.accelerators)
                 if isinstance(host.launch.user_data, str):
                     texts.append(host.launch.user_data)
+                    branches.append((host.launch.user_data, host.variant))
                 elif isinstance(host.launch.user_data, Unresolved):
                     unresolved_data = True
+        if spec.kv is not None and len({_kv_shape(kv) for kv, _ in kvs}) > 1:
+            spec.kv = _kv_by_branch(spec.kv, kvs)
         if spec.security_groups is None:
             spec.security_groups = Unresolved("launch template or configuration outside the template")
         if override_types:  # overrides replace the launch template's InstanceType
@@ -446,6 +454,7 @@ class _Builder:
         spec.instance_types = _dedupe(types)
         if texts:
             spec.user_data = "\n".join(dict.fromkeys(texts))
+            spec.user_data_branches = branches if len(branches) > 1 and not unresolved_data else []
         elif unresolved_data:
             spec.user_data = Unresolved("user data not resolvable")
         return spec
@@ -604,6 +613,23 @@ def _lt_tags(props: dict[str, Any]) -> Any:
             if isinstance(spec, dict) and spec.get("ResourceType") == "launch-template":
                 return spec.get("Tags")
     return None
+
+
+def _kv_shape(kv: KvSharing | None) -> tuple[str, str]:
+    """What the KV rules judge of one launch template shape: its connector and remote backend."""
+    if kv is None:
+        return ("", "")
+    remote = kv.remote
+    return (kv.connector, remote.url if isinstance(remote, KvRemote) else repr(remote))
+
+
+def _kv_by_branch(first: KvSharing, kvs: list[tuple[KvSharing | None, str | None]]) -> KvSharing:
+    """LMCache as a fleet whose launch template shapes differ in it sees it: shared in one branch,
+    local or absent in another is not one answer, so the remote backend is unknown (listed by
+    FLEET001 and KV001-KV002, never a finding) rather than the first branch's taken for all."""
+    labels = [label or "otherwise" for _, label in kvs]
+    why = "LMCache's remote backend differs between the launch template's branches (" + "; ".join(labels) + ")"
+    return KvSharing(first.connector, Unresolved(why))
 
 
 def _user_data(raw: Any, resolved: Any) -> Any:
