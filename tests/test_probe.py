@@ -402,6 +402,12 @@ def test_non_openai_endpoint_exits_2_with_one_line(html_server, capsys, tmp_path
             "llm-affinity: BASE_URL 'http://127.0.0.1:9/v1/\\x1b[2J' is not a usable URL: it holds a space or a control",
         ),
         (["http://127.0.0.1:9/v1?x=1"], "llm-affinity: BASE_URL 'http://127.0.0.1:9/v1?x=1' must not have a query"),
+        # a password in the URL would be repeated in every error and in the report's source: refused, never shown
+        (
+            ["http://alice:s3cret@127.0.0.1:9/v1"],
+            "llm-affinity: BASE_URL 'http://alice:***@127.0.0.1:9/v1' holds a password (user:password@)",
+        ),
+        (["http://al:s3cret@[::1/v1"], "llm-affinity: BASE_URL 'http://al:***@[::1/v1' is not a usable URL (Invalid"),
         (["http://127.0.0.1:9/v1", "--session-query", "a&b"], "llm-affinity: --session-query 'a&b': a query key"),
         (["http://127.0.0.1:9/v1", "--instance-header", "X Bad"], "llm-affinity: --instance-header 'X Bad' is not"),
         (
@@ -418,6 +424,7 @@ def test_bad_usage_is_one_line_exit_2(capsys, args, message):
     code, out, err = probe(capsys, *args)
     assert (code, out) == (2, "")
     assert len(err) == 1 and err[0].startswith(message), err
+    assert "s3cret" not in err[0]
 
 
 @pytest.mark.parametrize(

@@ -223,6 +223,10 @@ def test_llama_server_counters_exclude_cached_tokens():
             "--metrics 'http://[::1/metrics' is not a usable URL (Invalid IPv6 URL)",
         ),
         (["--metrics", "http://h/\x1b[2J"], "--metrics 'http://h/\\x1b[2J' is not a usable URL: it holds a space or"),
+        (
+            ["--metrics", "http://u:s3cret@127.0.0.1:9/metrics"],
+            "--metrics 'http://u:***@127.0.0.1:9/metrics' holds a password (user:password@)",
+        ),
         (["t.jsonl", "--expect-hit-rate", "nan"], "--expect-hit-rate"),
         (["t.jsonl", "--stickiness-duration", "inf"], "--stickiness-duration"),
         (["--alb-logs", "x", "--memory-limit", "1GB'; COPY (SELECT 1) TO '/tmp/x"], "--memory-limit"),
@@ -239,6 +243,7 @@ def test_flags_are_validated_before_anything_runs(capsys, argv, message):
     assert main(["sli", *argv]) == 2
     out, err = capsys.readouterr()
     assert out == "" and message in err and len(err.strip().splitlines()) == 1, err
+    assert "s3cret" not in err
 
 
 # --- SQL quoting --------------------------------------------------------------------------------

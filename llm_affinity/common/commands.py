@@ -120,6 +120,8 @@ def http_url_problem(url: str) -> str | None:
         return f"is not a usable URL ({exc})"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "is not an http(s) URL"
+    if parts.password is not None:
+        return "holds a password (user:password@), which errors and reports would repeat: not accepted"
     if port == 0:
         return "is not a usable URL: port 0"
     return None

@@ -45,3 +45,13 @@ def printable(text: object) -> str:
     """``text`` safe for a terminal and a UTF-8 file: controls and undecodable bytes escaped."""
     clean = without_lone_surrogates(str(text))
     return UNSAFE_TEXT.sub(escape_match, clean) if UNSAFE_TEXT.search(clean) else clean
+
+
+_URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/@?#]*?:)[^/@?#]*(@)")
+
+
+def without_password(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` part shown as ``***`` (as pip and
+    Prometheus show URLs): a message that names a URL a user typed never repeats the secret in
+    it, even when the URL is malformed in another way."""
+    return _URL_PASSWORD.sub(r"\1***\2", url, count=1)

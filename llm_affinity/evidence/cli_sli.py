@@ -33,6 +33,7 @@ from ..common.commands import (
     open_output,
     say,
 )
+from ..common.text import without_password
 from .report import judge, with_errors
 from .report_text import render_text, unmet_expectations
 
@@ -232,7 +233,7 @@ def _check(args: argparse.Namespace) -> None:
     for url in args.metrics:
         problem = http_url_problem(url)
         if problem is not None:
-            raise UsageError(f"--metrics {url!r} {problem} (e.g. http://10.0.1.10:8000/metrics)")
+            raise UsageError(f"--metrics {without_password(url)!r} {problem} (e.g. http://10.0.1.10:8000/metrics)")
 
 
 def run(args: argparse.Namespace) -> int:
