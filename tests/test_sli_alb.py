@@ -160,6 +160,26 @@ def test_truncated_gzip_is_one_error_and_the_rest_is_reported(tmp_path, capsys):
     assert "Traceback" not in out.err
 
 
+def test_a_damaged_gzip_with_a_long_line_is_salvaged_in_bounded_pieces(tmp_path, capsys):
+    """The salvage of a damaged gzip reads lines of at most the reader's limit: a 3 MB line
+    before the damage is dropped (and counted), the complete lines around it are kept."""
+    import random
+
+    lines = ground_truth_lines()
+    noise = random.Random(3).randbytes(3_000_000).replace(b"\n", b" ")  # incompressible: the cut falls after it
+    full = gzip.compress(lines[0].encode() + noise + b"\n" + "".join(lines[1:] * 50).encode())
+    with open(tmp_path / "cut.log.gz", "wb") as fh:
+        fh.write(full[: len(full) - 2000])
+    path = str(tmp_path / "cut.log.gz")
+    code = main(["sli", "--alb-logs", path, "--session-query", "llm_session", "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    messages = sorted(e["message"] for e in report["errors"])
+    assert code == 2 and len(messages) == 2, messages
+    assert messages[0] == "1 lines skipped: not ALB access log lines"
+    salvaged = int(messages[1].split("read the ")[1].split()[0])
+    assert 1 < salvaged < 1 + 15 * 50 and report["requests"] == salvaged - 1  # the long line is read, and skipped
+
+
 def test_empty_folder_and_missing_path(tmp_path, capsys):
     (tmp_path / "empty" / "sub").mkdir(parents=True)
     (tmp_path / "empty" / "sub" / "notes.txt").write_text("x")

@@ -662,6 +662,54 @@ def test_conn_log_named_explicitly_is_read_as_given(tmp_path, capsys):
     assert code == 2 and report["errors"][0]["message"] == "1 lines skipped: not ALB access log lines"
 
 
+def test_lines_longer_than_duckdbs_buffer_are_counted_not_lost(tmp_path, capsys):
+    """DuckDB read in parallel dropped a line longer than its buffer (about 32 MiB) without a
+    reject row, and drops a last line with no newline longer than it however it reads: a 100 MB
+    sparse file, a 40 MB line between good lines, a gzip file with a 40 MB line and a 3 MB
+    unterminated last line, and a gzip bomb whose last line is 40 MB of NUL bytes are each
+    counted as skipped lines (exit 2), and the good lines beside them are all reported."""
+    good = write(str(tmp_path / "good.log"), ground_truth_lines())
+    sparse = tmp_path / "sparse.log"
+    with open(sparse, "wb") as fh:
+        fh.truncate(100 * 1024 * 1024)  # one line of NUL bytes, no newline
+    lines = ground_truth_lines()
+    middle = write(str(tmp_path / "middle.log"), [*lines[:2], "x" * (40 * 1024 * 1024) + "\n", *lines[2:4]])
+    zipped = write(str(tmp_path / "middle.log.gz"), [lines[0], "y" * (40 * 1024 * 1024) + "\n", "z" * 3_000_000])
+    bomb = write(str(tmp_path / "bomb.log.gz"), [lines[0], "\0" * (40 * 1024 * 1024)])
+    argv = ["--alb-logs", good, str(sparse), middle, zipped, bomb, "--session-query", "llm_session"]
+    code, report, err = sli(capsys, *argv)
+    assert code == 2
+    assert report["requests"] == 16 + 4 + 1 + 1
+    assert {e["input"]: e["message"] for e in report["errors"]} == {
+        str(sparse): "1 lines skipped: not ALB access log lines",
+        middle: "1 lines skipped: not ALB access log lines",
+        zipped: "2 lines skipped: not ALB access log lines",
+        bomb: "1 lines skipped: not ALB access log lines",
+    }
+
+
+@pytest.mark.parametrize(
+    "text, start",
+    [
+        (b"a\n" + b"x" * 50, 2),  # unterminated and over the limit
+        (b"a\n" + b"x" * 50 + b"\n", None),  # a newline ends it: the reader reports it
+        (b"x" * 50, 0),
+        (b"a\n" + b"x" * 10, None),  # not over the limit
+        (b"a\n" * 40 + b"x" * 11, 80),
+        (b"", None),
+    ],
+)
+@pytest.mark.parametrize("gz", [False, True])
+def test_the_overlong_last_line_and_where_it_starts(tmp_path, monkeypatch, text, start, gz):
+    from llm_affinity.evidence import alb_logs
+
+    monkeypatch.setattr(alb_logs, "_SCAN_BYTES", 7)  # read in pieces smaller than the lines
+    monkeypatch.setattr(alb_logs, "_BOMB_RATIO", -1)  # every gzip file read through
+    path = tmp_path / ("t.log.gz" if gz else "t.log")
+    path.write_bytes(gzip.compress(text) if gz else text)
+    assert alb_logs.overlong_last_line(alb_logs.LogFile(str(path), "t"), limit=10) == start
+
+
 # --- one judgement, one text -----------------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..common.files import regular_file_problem
-from .sql import IGNORED_FILE_RE
+from .sql import IGNORED_FILE_RE, MAX_LINE_BYTES
 
 if TYPE_CHECKING:
     from .report import ErrorEntry
@@ -194,9 +194,16 @@ def salvage_gzip(log: LogFile, workdir: str) -> tuple[LogFile | None, int]:
     try:
         with os.fdopen(fd, "wb") as out, gzip.open(log.path, "rb") as src:
             try:
-                for line in src:
+                long_line = False  # a line over MAX_LINE_BYTES is read in pieces, not kept whole
+                while line := src.readline(MAX_LINE_BYTES + 1):
                     if not line.endswith(b"\n"):
-                        break
+                        long_line = len(line) > MAX_LINE_BYTES
+                        if long_line:
+                            continue
+                        break  # the line the damage cut
+                    if long_line or len(line) > MAX_LINE_BYTES:
+                        long_line = False
+                        line = b"-\n"  # stands for it: no ALB line, so counted as a skipped line
                     out.write(line)
                     count += 1
             except (EOFError, OSError, zlib.error):
@@ -206,3 +213,72 @@ def salvage_gzip(log: LogFile, workdir: str) -> tuple[LogFile | None, int]:
     if count == 0:
         return None, 0
     return LogFile(out_path, log.name), count
+
+
+#: How much of a log file :func:`overlong_last_line` reads at once.
+_SCAN_BYTES = 1 << 20
+#: Decompressed bytes per compressed byte above which a gzip file is read through to its last line
+#: (ALB logs compress about 10:1; a gzip bomb of one repeated byte about 1000:1).
+_BOMB_RATIO = 64
+
+
+def overlong_last_line(log: LogFile, limit: int = MAX_LINE_BYTES) -> int | None:
+    """Where the last line of ``log`` starts (a byte offset in its text) when no newline ends it
+    and it is longer than ``limit`` bytes; else None.
+
+    Why: DuckDB's CSV reader (one thread per file) reports every line over its limit as a reject
+    row, except a last line with no newline after it that is longer than its buffer: that one it
+    drops without a word (a 100 MB file of NUL bytes read as an empty file). A plain file's tail
+    is read backwards (memchr speed, memory one read); a gzip file is read through only when its
+    trailer says it expands more than :data:`_BOMB_RATIO` times (a bomb of one repeated byte), so
+    ordinary logs cost nothing: a gzip file of low ratio whose last, unterminated line is over
+    DuckDB's buffer is not seen (docs/sli.md says so)."""
+    try:
+        if not log.gzipped:
+            return _plain_last_line(log.path, limit)
+        if _gzip_ratio(log.path) <= _BOMB_RATIO:
+            return None
+        return _gzip_last_line(log.path, limit)
+    except (EOFError, OSError, zlib.error):
+        return None  # the damage is reported by the reader
+
+
+def _plain_last_line(path: str, limit: int) -> int | None:
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size <= limit:
+            return None
+        end = size - (limit + 1)
+        fh.seek(end)
+        if b"\n" in fh.read(limit + 1):
+            return None  # the last line ends with a newline or is shorter than the limit
+        while end > 0:
+            start = max(0, end - _SCAN_BYTES)
+            fh.seek(start)
+            newline = fh.read(end - start).rfind(b"\n")
+            if newline != -1:
+                return start + newline + 1
+            end = start
+        return 0
+
+
+def _gzip_ratio(path: str) -> float:
+    """The gzip trailer's uncompressed size (ISIZE, of the last member, modulo 2**32) over the file's size."""
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size < 18:  # no room for a header and a trailer: the reader reports it
+            return 0.0
+        fh.seek(size - 4)
+        return int.from_bytes(fh.read(4), "little") / size
+
+
+def _gzip_last_line(path: str, limit: int) -> int | None:
+    position = 0
+    last_newline = -1
+    with gzip.open(path, "rb") as src:
+        while piece := src.read(_SCAN_BYTES):
+            newline = piece.rfind(b"\n")
+            if newline != -1:
+                last_newline = position + newline
+            position += len(piece)
+    return last_newline + 1 if position - last_newline - 1 > limit else None

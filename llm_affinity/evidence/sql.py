@@ -143,20 +143,24 @@ def check_session_key(key: str) -> str:
 #: ones AWS appended since (actions_executed ... conn_trace_id, transformed_host, ...) and any it
 #: appends later.
 CSV_FIELDS = 22
+#: The longest ALB log line read (an ALB line is a few KB; a longer one is skipped and counted).
+MAX_LINE_BYTES = 1 << 20
 
 
 def duckdb_fields_sql(listing: str) -> str:
     """``SELECT file, kind, target, status, request, created`` from ALB log files with DuckDB's
     CSV reader (space-delimited, ``"``-quoted, ``\\``-escaped, C speed, one pass). ``listing`` is
     a DuckDB list literal of paths. Fields after request_creation_time are ignored; short lines are padded with NULL (then fail the checks of
-    :func:`alb_parse_sql`); undecodable lines are rejected into ``alb_rejects`` and counted."""
+    :func:`alb_parse_sql`); undecodable lines are rejected into ``alb_rejects`` and counted. One
+    thread per file (``parallel = false``; a gzip file is read by one thread anyway): read in
+    parallel, a line longer than the reader's buffer vanished without a reject row."""
     columns = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(1, CSV_FIELDS + 1))
     return (
         f"(SELECT filename AS file, c1 AS kind, c5 AS target, c9 AS status, c13 AS request, c22 AS created "
         f"FROM read_csv({listing}, columns = {{{columns}}}, delim = ' ', quote = '\"', escape = '\"', "
         f"header = false, auto_detect = false, filename = true, null_padding = true, strict_mode = false, "
         f"ignore_errors = true, store_rejects = true, rejects_table = 'alb_rejects', "
-        f"rejects_scan = 'alb_reject_scans', max_line_size = 1048576)) AS fields"
+        f"rejects_scan = 'alb_reject_scans', max_line_size = {MAX_LINE_BYTES}, parallel = false)) AS fields"
     )
 
 
