@@ -161,6 +161,12 @@ def test_chart_is_written(capsys, tmp_path):
         ("instance_type: g9.xlarge\n", "instance_type must be g5.xlarge or g6.xlarge"),
         ("- a\n- b\n", "must be a mapping"),
         ("sessions: [1\n", "not valid YAML"),
+        # nesting: PyYAML's scanner is quadratic in open brackets (this took minutes) and its
+        # composer recurses per level (a RecursionError): refused from the token stream
+        ("[" * 100_000 + "]" * 100_000, "nested more than 16 levels deep at line 1"),
+        ("{a: " * 50_000 + "1" + "}" * 50_000, "nested more than 16 levels deep at line 1"),
+        ("- " * 100_000 + "1\n", "nested more than 16 levels deep at line 1"),
+        ("instances: 100000000\n", "instances must be an integer from 1 to 10,000, got 100000000"),
     ],
 )
 def test_bad_workload_file_is_one_line_and_exit_2(capsys, tmp_path, yaml_text, needle):
@@ -183,6 +189,15 @@ def test_bad_workload_file_is_one_line_and_exit_2(capsys, tmp_path, yaml_text, n
         (["--policies", "round_robin,sticky"], "--policies: no policy 'sticky'"),
         (["--workload", "/nonexistent/w.yaml"], "workload /nonexistent/w.yaml:"),
         (["--calibrate", "/nonexistent/r.json"], "--calibrate /nonexistent/r.json:"),
+        # runs that would never end: refused, never a hang
+        (["--instances", "99999999999999999999"], "--instances: instances must be an integer from 1 to 10,000"),
+        (["--instance-churn", "1e300"], "instance_churn_per_hour must be a number from 0 to 3600, got 1e+300"),
+        (["--think-time", "1e300", "--sessions", "2"], "the simulated clock passed 1,000,000,000 s"),
+        (["--arrival-rate", "1e-300", "--sessions", "2"], "the simulated clock passed 1,000,000,000 s"),
+        (["--prefill-tokens-per-s", "1e-300", "--sessions", "2"], "the simulated clock passed 1,000,000,000 s"),
+        (["--decode-tokens-per-s", "1e-300", "--sessions", "2"], "the simulated clock passed 1,000,000,000 s"),
+        # one instance replaced every second, each answer 13.5 s of decode: no request ever completes
+        (["--instances", "1", "--instance-churn", "3600", "--policies", "lb_cookie"], "lost its request to 100"),
     ],
 )
 def test_bad_flags_are_one_line_and_exit_2(capsys, args, needle):
