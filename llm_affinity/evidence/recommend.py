@@ -56,7 +56,7 @@ LOSS_CHANCE = 0.10
 FREQUENT_CHURN_PER_HOUR = 1.0
 #: A candidate whose simulated TTFT p95 is above this has fallen behind the load (saturated).
 SATURATED_MS = 10_000.0
-#: Imbalance (max / mean requests per instance-second) from which a candidate has collapsed.
+#: Imbalance (the most an instance served relative to its fair share) from which a candidate has collapsed.
 COLLAPSE = 1.5
 #: Policies simulated beside the candidates, for reference: no affinity at all.
 REFERENCE = ("round_robin",)

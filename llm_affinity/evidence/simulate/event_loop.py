@@ -205,6 +205,7 @@ class Simulation:
     def retire(self, inst: Instance, t: float) -> None:
         self.instances[inst.idx] = GONE
         self.c.slot_end[inst.slot] = t
+        self.c.slot_end_served[inst.slot] = sum(self.c.slot_requests)
 
     # --- sessions ---------------------------------------------------------------------------------
 
