@@ -167,6 +167,8 @@ def test_chart_is_written(capsys, tmp_path):
         ("{a: " * 50_000 + "1" + "}" * 50_000, "nested more than 16 levels deep at line 1"),
         ("- " * 100_000 + "1\n", "nested more than 16 levels deep at line 1"),
         ("instances: 100000000\n", "instances must be an integer from 1 to 10,000, got 100000000"),
+        ("instances: 3\nsessions: 9\ninstances: 4\n", "key 'instances' is given twice (again at line 3)"),
+        ("{instances: 3, 'instances': 4}\n", "key 'instances' is given twice (again at line 1)"),
     ],
 )
 def test_bad_workload_file_is_one_line_and_exit_2(capsys, tmp_path, yaml_text, needle):

@@ -290,7 +290,9 @@ MAX_YAML_DEPTH = 16
 
 
 def _check_tokens(text: str, path: str) -> None:
-    """Refuse aliases and deep nesting from the token stream, before anything is built."""
+    """Refuse aliases, deep nesting and a top-level key given twice (PyYAML keeps the last one
+    silently: a workload would run with a value its author may not have meant) from the token
+    stream, before anything is built."""
     import yaml
 
     starts = (
@@ -301,7 +303,16 @@ def _check_tokens(text: str, path: str) -> None:
     )
     ends = (yaml.BlockEndToken, yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken)
     depth = 0
+    keys: set[str] = set()
+    key_next = False
     for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if key_next and isinstance(token, yaml.ScalarToken):
+            if token.value in keys:
+                raise WorkloadError(
+                    f"workload {path}: key {token.value!r} is given twice (again at line {token.start_mark.line + 1})"
+                )
+            keys.add(token.value)
+        key_next = depth == 1 and isinstance(token, yaml.KeyToken)
         if isinstance(token, yaml.AliasToken):
             raise WorkloadError(f"workload {path}: YAML aliases (*name) are not allowed in a workload file")
         if isinstance(token, starts):
