@@ -130,6 +130,16 @@ def test_text_table_has_a_row_per_policy_and_fits_100_columns(capsys):
     assert "(5 of 25 turns not shown; --wide or --format json has all)" in out
 
 
+def test_a_value_wider_than_its_column_keeps_a_space_before_it(capsys):
+    # A TTFT of 100,000 s or more is 9 characters, the width of the TTFT columns: it ran into
+    # the cell before it ("37101,424 s101,424 s").
+    code, out, _ = sim(capsys, "--sessions", "5", "--policies", "lb_cookie", "--ttft-overhead-ms", "1e9")
+    assert code == 0
+    row = next(line for line in out.splitlines() if line.startswith("lb_cookie"))
+    assert row.split()[-4:] == ["101,424", "s", "101,424", "s"]  # the histogram's top bucket (docs)
+    assert len(row.split()) == 10
+
+
 def test_wide_table_shows_every_turn_and_column_and_the_intervals(capsys):
     code, out, _ = sim(capsys, *SMALL, "--turns", "25", "--seeds", "3", "--wide", "--policies", "lb_cookie,round_robin")
     assert code == 0
