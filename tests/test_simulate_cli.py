@@ -164,7 +164,8 @@ def test_chart_is_written(capsys, tmp_path):
         ("sessions: ten\n", "sessions must be an integer >= 1, got 'ten'"),
         ("sessions: true\n", "sessions must be an integer >= 1, got True"),
         ("ip_churn: 1.5\n", "ip_churn must be a number from 0 to 1, got 1.5"),
-        ("turns: 7-3\n", "turns must be an integer >= 1 or 'MIN-MAX'"),
+        ("turns: 7-3\n", "turns must be an integer from 1 to 10,000 or 'MIN-MAX'"),
+        ("turns: 5-10001\n", "turns must be an integer from 1 to 10,000 or 'MIN-MAX'"),
         ("protocol: udp\n", "protocol must be http or tcp, got 'udp'"),
         ("mcp_tools: yes please\n", "mcp_tools must be true or false"),
         ("regions: 2\n", "regions is not modelled: the simulator models one region"),
@@ -208,6 +209,9 @@ def test_bad_workload_file_is_one_line_and_exit_2(capsys, tmp_path, yaml_text, n
         (["--arrival-rate", "1e-300", "--sessions", "2"], "the simulated clock passed 1,000,000,000 s"),
         (["--prefill-tokens-per-s", "1e-300", "--sessions", "2"], "the simulated clock passed 1,000,000,000 s"),
         (["--decode-tokens-per-s", "1e-300", "--sessions", "2"], "the simulated clock passed 1,000,000,000 s"),
+        # turns that add no tokens never reach the context window: a billion requests
+        (["--turns", "1000000000", "--turn-tokens", "0", "--output-tokens", "0"], "--turns: turns must be an integer"),
+        (["--hot-turns-multiplier", "100000000"], "hot_turns_multiplier must be an integer from 1 to 100"),
         # one instance replaced every second, each answer 13.5 s of decode: no request ever completes
         (["--instances", "1", "--instance-churn", "3600", "--policies", "lb_cookie"], "lost its request to 100"),
     ],

@@ -153,6 +153,10 @@ Check = Callable[[Any], bool]
 #: second is not churn but a fleet that never serves.
 MAX_INSTANCES = 10_000
 MAX_CHURN_PER_HOUR = 3600.0
+#: Turns of one session (and the hot sessions' multiplier): the context window ends a session
+#: long before, unless its turns add no tokens, and then nothing else would.
+MAX_TURNS = 10_000
+MAX_HOT_TURNS_MULTIPLIER = 100
 
 
 # key -> (kind, constraint text, check)
@@ -181,7 +185,11 @@ def _by_kind(value: Any) -> bool:
 SCHEMA: dict[str, tuple[str, str, Check]] = {
     "instances": _count(1, MAX_INSTANCES),
     "sessions": _count(1),
-    "turns": ("turns", "an integer >= 1 or 'MIN-MAX' with 1 <= MIN <= MAX", _by_kind),
+    "turns": (
+        "turns",
+        f"an integer from 1 to {MAX_TURNS:,} or 'MIN-MAX' with 1 <= MIN <= MAX <= {MAX_TURNS:,}",
+        _by_kind,
+    ),
     "system_tokens": _count(0),
     "turn_tokens": _count(0),
     "output_tokens": _count(0),
@@ -195,7 +203,7 @@ SCHEMA: dict[str, tuple[str, str, Check]] = {
     "cookie_duration_s": _number(1, 604800),
     "client_cookies": ("bool", "true or false", _by_kind),
     "hot_share": _number(0, 1),
-    "hot_turns_multiplier": _count(1),
+    "hot_turns_multiplier": _count(1, MAX_HOT_TURNS_MULTIPLIER),
     "engine": _choice("vllm", "sglang"),
     "serving_stack": _choice("plain", "ray_serve"),
     "instance_churn_per_hour": _number(0, MAX_CHURN_PER_HOUR),
@@ -245,12 +253,12 @@ def check_value(key: str, value: Any, where: str) -> Any:
         if isinstance(value, bool):
             raise bad()
         if isinstance(value, int):
-            if value < 1:
+            if not 1 <= value <= MAX_TURNS:
                 raise bad()
             return value
         if isinstance(value, str):
             m = _TURNS.match(value)
-            if m and 1 <= int(m.group(1)) <= int(m.group(2)):
+            if m and 1 <= int(m.group(1)) <= int(m.group(2)) <= MAX_TURNS:
                 lo, hi = int(m.group(1)), int(m.group(2))
                 return lo if lo == hi else f"{lo}-{hi}"
         raise bad()
