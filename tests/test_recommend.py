@@ -298,3 +298,15 @@ def test_python_snippets_parse(row, sticky_kv):
 
     for tool in (None, "agentcore_gateway_sessions"):
         ast.parse(construct(row, resolve(_wl(mcp_tools=tool is not None)), tool, sticky_kv))
+
+
+def test_a_front_whose_stickiness_the_clients_defeat_says_so_and_each_row_is_out_once():
+    # Clients that never return cookies: the duration cookie pins nothing (every turn placed
+    # anew). The reason said "pins each session" and nothing else, and named the shared-KV row
+    # "out" once per simulated variant (least outstanding and cookie in front of the tier).
+    doc = recommend(_wl(instances=3, sessions=60, client_cookies=False))
+    assert doc["choice"] == "alb_lb_cookie"
+    assert "; but the clients do not send cookies back: every turn is placed anew (stability 36%)" in doc["reason"]
+    kv = [c for c in doc["candidates"] if c["row"] == "lmcache_shared_kv"]
+    assert len(kv) == 2 and all(c["saturated"] for c in kv)
+    assert doc["reason"].count("lmcache_shared_kv is out: the shared store (cache.r7g.xlarge") == 1

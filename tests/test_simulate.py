@@ -270,7 +270,7 @@ def test_statistics_match_the_sli_report_definitions():
             )
         )
 
-    # No instance joins or leaves, so the imbalance of requests per live instance-second is the
+    # No instance joins or leaves, so the imbalance (requests relative to each slot's fair share) is the
     # report's max / mean of requests per instance.
     wl = Workload(instances=3, sessions=120, turns="2-7", ip_churn=0.3, kv_capacity_tokens=20000)
     ours = run_policy(wl, "source_ip", tap=tap)

@@ -99,6 +99,20 @@ def test_scale_in_counts_the_slot_until_it_left():
     assert result["instances_seen"] == 4 and result["imbalance"] < 1.1
 
 
+def test_even_routing_reads_balanced_when_the_fleet_shrinks():
+    # Two instances, one scaled in halfway: the one left serves twice as much per second after
+    # it, without being favoured. A rate per live second called this 1.12; the fair share of
+    # each stretch of the run reads what the routing did.
+    wl = Workload(instances=2, sessions=300, turns=6, arrival_rate=0.1, think_time_s=5, scale_in_at_s=[1500.0])
+    for name in ("round_robin", "least_outstanding", "lb_cookie", "sticky_load_aware"):
+        result = run_policy(wl, name)
+        assert result["requests"] == 1800 and result["instances_seen"] == 2
+        assert result["imbalance"] < 1.02, name
+    # ... and a hot replica still shows: every client behind one NAT address, source_ip
+    hot = run_policy(Workload(instances=4, sessions=100, clients_behind_nat=1.0, scale_in_at_s=[300.0]), "source_ip")
+    assert hot["imbalance"] > 2.5
+
+
 @pytest.mark.parametrize(
     "flag",
     [

@@ -130,6 +130,16 @@ def test_text_table_has_a_row_per_policy_and_fits_100_columns(capsys):
     assert "(5 of 25 turns not shown; --wide or --format json has all)" in out
 
 
+def test_a_value_wider_than_its_column_keeps_a_space_before_it(capsys):
+    # A TTFT of 100,000 s or more is 9 characters, the width of the TTFT columns: it ran into
+    # the cell before it ("37101,424 s101,424 s").
+    code, out, _ = sim(capsys, "--sessions", "5", "--policies", "lb_cookie", "--ttft-overhead-ms", "1e9")
+    assert code == 0
+    row = next(line for line in out.splitlines() if line.startswith("lb_cookie"))
+    assert row.split()[-4:] == ["101,424", "s", "101,424", "s"]  # the histogram's top bucket (docs)
+    assert len(row.split()) == 10
+
+
 def test_wide_table_shows_every_turn_and_column_and_the_intervals(capsys):
     code, out, _ = sim(capsys, *SMALL, "--turns", "25", "--seeds", "3", "--wide", "--policies", "lb_cookie,round_robin")
     assert code == 0
@@ -154,13 +164,22 @@ def test_chart_is_written(capsys, tmp_path):
         ("sessions: ten\n", "sessions must be an integer >= 1, got 'ten'"),
         ("sessions: true\n", "sessions must be an integer >= 1, got True"),
         ("ip_churn: 1.5\n", "ip_churn must be a number from 0 to 1, got 1.5"),
-        ("turns: 7-3\n", "turns must be an integer >= 1 or 'MIN-MAX'"),
+        ("turns: 7-3\n", "turns must be an integer from 1 to 10,000 or 'MIN-MAX'"),
+        ("turns: 5-10001\n", "turns must be an integer from 1 to 10,000 or 'MIN-MAX'"),
         ("protocol: udp\n", "protocol must be http or tcp, got 'udp'"),
         ("mcp_tools: yes please\n", "mcp_tools must be true or false"),
         ("regions: 2\n", "regions is not modelled: the simulator models one region"),
         ("instance_type: g9.xlarge\n", "instance_type must be g5.xlarge or g6.xlarge"),
         ("- a\n- b\n", "must be a mapping"),
         ("sessions: [1\n", "not valid YAML"),
+        # nesting: PyYAML's scanner is quadratic in open brackets (this took minutes) and its
+        # composer recurses per level (a RecursionError): refused from the token stream
+        ("[" * 100_000 + "]" * 100_000, "nested more than 16 levels deep at line 1"),
+        ("{a: " * 50_000 + "1" + "}" * 50_000, "nested more than 16 levels deep at line 1"),
+        ("- " * 100_000 + "1\n", "nested more than 16 levels deep at line 1"),
+        ("instances: 100000000\n", "instances must be an integer from 1 to 10,000, got 100000000"),
+        ("instances: 3\nsessions: 9\ninstances: 4\n", "key 'instances' is given twice (again at line 3)"),
+        ("{instances: 3, 'instances': 4}\n", "key 'instances' is given twice (again at line 1)"),
     ],
 )
 def test_bad_workload_file_is_one_line_and_exit_2(capsys, tmp_path, yaml_text, needle):
@@ -183,6 +202,18 @@ def test_bad_workload_file_is_one_line_and_exit_2(capsys, tmp_path, yaml_text, n
         (["--policies", "round_robin,sticky"], "--policies: no policy 'sticky'"),
         (["--workload", "/nonexistent/w.yaml"], "workload /nonexistent/w.yaml:"),
         (["--calibrate", "/nonexistent/r.json"], "--calibrate /nonexistent/r.json:"),
+        # runs that would never end: refused, never a hang
+        (["--instances", "99999999999999999999"], "--instances: instances must be an integer from 1 to 10,000"),
+        (["--instance-churn", "1e300"], "instance_churn_per_hour must be a number from 0 to 3600, got 1e+300"),
+        (["--think-time", "1e300", "--sessions", "2"], "the simulated clock passed 1,000,000,000 s"),
+        (["--arrival-rate", "1e-300", "--sessions", "2"], "the simulated clock passed 1,000,000,000 s"),
+        (["--prefill-tokens-per-s", "1e-300", "--sessions", "2"], "the simulated clock passed 1,000,000,000 s"),
+        (["--decode-tokens-per-s", "1e-300", "--sessions", "2"], "the simulated clock passed 1,000,000,000 s"),
+        # turns that add no tokens never reach the context window: a billion requests
+        (["--turns", "1000000000", "--turn-tokens", "0", "--output-tokens", "0"], "--turns: turns must be an integer"),
+        (["--hot-turns-multiplier", "100000000"], "hot_turns_multiplier must be an integer from 1 to 100"),
+        # one instance replaced every second, each answer 13.5 s of decode: no request ever completes
+        (["--instances", "1", "--instance-churn", "3600", "--policies", "lb_cookie"], "lost its request to 100"),
     ],
 )
 def test_bad_flags_are_one_line_and_exit_2(capsys, args, needle):

@@ -64,7 +64,31 @@ def test_intervals_follow_student_t_and_stay_within_each_numbers_range():
     assert interval([0.1, 0.9, 0.2], share=True)["ci95"][0] == 0.0
     assert interval([0.95, 0.99, 0.5], share=True)["ci95"][1] == 1.0
     assert interval([7.0]) == {"mean": 7.0, "ci95": [7.0, 7.0], "mean_ci95": [7.0, 7.0]}
+    # 20 values, one far out: the t interval (0.5 +- 4.80) would leave 10.0 out; ci95 is widened
+    # to it, the interval of the mean is not
+    outlier = interval([0.0] * 19 + [10.0])
+    assert outlier["ci95"] == [0.0, 10.0]
+    assert outlier["mean_ci95"] == pytest.approx([0.0, 0.5 + 2.093 * math.sqrt(5) / math.sqrt(20)])
     assert interval([]) == {"mean": None, "ci95": None, "mean_ci95": None}
+
+
+def test_twenty_seeds_give_intervals_that_contain_every_single_seed_value():
+    wl = Workload(sessions=30, turns=4, arrival_rate=0.3)
+    doc = simulate_seeds(wl, ["lb_cookie"], 20)
+    p = doc["policies"]["lb_cookie"]
+    singles = [run_policy(Workload(sessions=30, turns=4, arrival_rate=0.3, seed=s), "lb_cookie") for s in range(20)]
+    checked = 0
+    for key in ("hit_rate", "imbalance", "throughput_tokens_per_s", "ttft_p50_ms", "ttft_p95_ms"):
+        lo, hi = p["confidence"][key]["ci95"]
+        assert all(lo <= r[key] <= hi for r in singles), key
+        checked += 1
+    for entry in p["confidence"]["per_turn"]:
+        for key in TURN_KEYS[1:]:
+            lo, hi = entry[key]["ci95"]
+            values = [t[key] for r in singles for t in r["per_turn"] if t["turn"] == entry["turn"]]
+            assert all(lo <= v <= hi for v in values), (entry["turn"], key)
+            checked += 1
+    assert checked == 5 + 4 * 3
 
 
 def test_identical_seeds_give_identical_json_over_several_seeds():

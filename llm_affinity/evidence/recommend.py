@@ -56,7 +56,7 @@ LOSS_CHANCE = 0.10
 FREQUENT_CHURN_PER_HOUR = 1.0
 #: A candidate whose simulated TTFT p95 is above this has fallen behind the load (saturated).
 SATURATED_MS = 10_000.0
-#: Imbalance (max / mean requests per instance-second) from which a candidate has collapsed.
+#: Imbalance (the most an instance served relative to its fair share) from which a candidate has collapsed.
 COLLAPSE = 1.5
 #: Policies simulated beside the candidates, for reference: no affinity at all.
 REFERENCE = ("round_robin",)
@@ -282,10 +282,14 @@ def explain_choice(
     wl: ResolvedWorkload, f: Facts, cands: list[Candidate], choice: Candidate, tied: list[Candidate], undersized: bool
 ) -> str:
     parts = [f"{ROW_WHY[choice.row]}; simulated over the seeds: {numbers(choice)}"]
+    if choice.cause and not choice.saturated:
+        parts.append(f"but {choice.cause}")  # e.g. clients that return no cookies: nothing is pinned
     if not undersized:
-        for c in cands:
-            if c.row != choice.row and c.saturated and c.cause:
-                parts.append(f"{c.row} is out: {c.cause} (TTFT p95 {_seconds(c.p95)})")
+        for row in dict.fromkeys(c.row for c in cands if c.row != choice.row):
+            mine = [c for c in cands if c.row == row]  # the lmcache row is simulated two ways
+            best = min(mine, key=lambda c: c.p95 if c.p95 is not None else math.inf)
+            if all(c.saturated for c in mine) and best.cause:
+                parts.append(f"{row} is out: {best.cause} (TTFT p95 {_seconds(best.p95)})")
     if choice.row == "lmcache_shared_kv":
         other = next(c for c in cands if c.row == choice.row and c is not choice)
         if choice.policy == "lb_cookie":

@@ -68,13 +68,21 @@ from .policies.base import (
 )
 from .stats import HIST_BUCKETS, HIST_MIN_MS, INV_LOG_RATIO, LOG_MIN, Counters, finish
 from .streams import Streams, exponential, unit
-from .workload import ResolvedWorkload, Workload, resolve
+from .workload import ResolvedWorkload, Workload, WorkloadError, resolve
 
 NEW, REQ, INST, LOADED, FAIL, SCALE, CHURN = range(7)
 TOP_BUCKET = HIST_BUCKETS - 1
 _log = math.log
 #: A hot session's think time is this many times shorter (ten times the request rate).
 HOT_FACTOR = 10
+#: The simulated clock's limit, about 32 years. Up to it a float clock still resolves EPS_S (its
+#: spacing is below 1.2e-7 s); far beyond it ``t + step == t`` and the loop would stop
+#: advancing. Only rates and times outside any real range (a think time of 1e300 s, a prefill
+#: rate of 1e-300 tokens/s) get there; they are refused with this message.
+HORIZON_S = 1e9
+#: Requests of one session lost to instance failures from which the run is refused: instances
+#: that fail faster than they serve one request would retry it for ever.
+MAX_LOSSES = 100
 
 #: ``tap(ts, session, turn, instance, prompt_tokens, cached_tokens, ttft_ms)``: one call per
 #: served request (tests compare the loop's statistics with report.SliAccumulator).
@@ -173,7 +181,13 @@ class Simulation:
         self.fleet.out[idx] = self.fleet.queued[idx] = 0
         lost = set(inst.waiting) | inst.loading | set(inst.prefill) | {sid for _, _, sid in inst.decoding}
         for sid in sorted(lost):
-            self.sessions[sid][S_ATT] += 1
+            st = self.sessions[sid]
+            st[S_ATT] += 1
+            if st[S_ATT] > MAX_LOSSES:
+                raise WorkloadError(
+                    f"a session lost its request to {MAX_LOSSES} instance failures: instances fail faster than "
+                    "they serve a request (instance_churn_per_hour, fail_at_s)"
+                )
             self.push(t, REQ, sid)
         self.add_instance(t, inst.slot)
 
@@ -191,6 +205,7 @@ class Simulation:
     def retire(self, inst: Instance, t: float) -> None:
         self.instances[inst.idx] = GONE
         self.c.slot_end[inst.slot] = t
+        self.c.slot_end_served[inst.slot] = sum(self.c.slot_requests)
 
     # --- sessions ---------------------------------------------------------------------------------
 
@@ -438,6 +453,12 @@ class Simulation:
         n_sessions, open_loop = self.wl.sessions, not self.wl.concurrency
         while heap:
             t, _, kind, key, extra = pop(heap)
+            if t > HORIZON_S and (sessions or self.started < n_sessions):
+                raise WorkloadError(
+                    f"the simulated clock passed {HORIZON_S:,.0f} s (about 32 years) with requests still to serve: "
+                    "a rate or a time of the workload (arrival_rate, think_time_s, prefill_tokens_per_s, "
+                    "decode_tokens_per_s) is outside any real range"
+                )
             if kind == INST:
                 inst = instances[key]
                 if inst.version == extra:  # (GONE's never is)

@@ -50,6 +50,12 @@ def ms(value: Any) -> str:
     return f"{value / 1000:,.0f} s"
 
 
+def cell(text: str, width: int) -> str:
+    """Right-aligned in its column, and never run into the cell before it: a value wider than the
+    column (a TTFT of 100,000 s or more, a throughput of millions) keeps one space in front."""
+    return text.rjust(width) if len(text) < width else " " + text
+
+
 def num(value: Any, digits: int = 2) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
@@ -115,13 +121,13 @@ def summary(result: dict[str, Any], wide: bool) -> list[str]:
     widths = [max(len(head), 8) + 1 for head, _, _ in cols]
     lines = ["policy".ljust(name_w) + "".join(h.rjust(w) for (h, _, _), w in zip(cols, widths, strict=True))]
     for name, p in policies.items():
-        cells = "".join(f(p[k]).rjust(w) for (_, k, f), w in zip(cols, widths, strict=True))
+        cells = "".join(cell(f(p[k]), w) for (_, k, f), w in zip(cols, widths, strict=True))
         lines.append(shown[name].ljust(name_w) + cells)
         if wide and "confidence" in p:
             spans = []
             for (_, key, fmt), w in zip(cols, widths, strict=True):
                 ci = p["confidence"][key]["ci95"]
-                spans.append(("-" if ci is None else f"±{_half(ci, fmt)}").rjust(w))
+                spans.append(cell("-" if ci is None else f"±{_half(ci, fmt)}", w))
             lines.append("".ljust(name_w) + "".join(spans))
     return lines
 
@@ -149,7 +155,7 @@ def per_turn(result: dict[str, Any], wide: bool) -> list[str]:
         lines.append("  turn".ljust(8) + "".join(h.rjust(col_w) for h in heads))
         for turn in shown:
             cells = [fmt(by_turn[n].get(turn, {}).get(key)) for n in names]
-            lines.append(f"  {turn:>4}".ljust(8) + "".join(c.rjust(col_w) for c in cells))
+            lines.append(f"  {turn:>4}".ljust(8) + "".join(cell(c, col_w) for c in cells))
     if len(shown) < len(turns):
         lines.append(f"({len(turns) - len(shown)} of {len(turns)} turns not shown; --wide or --format json has all)")
     if not wide and any(SHORT.get(n, n) != n for n in names):

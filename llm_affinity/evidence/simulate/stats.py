@@ -5,8 +5,8 @@
   per turn number (turns start at 1);
 - ``stability`` = share of consecutive request pairs of a session served by the same instance;
   ``moves_per_session`` = instance changes / sessions;
-- ``imbalance`` = max / mean of the requests per live slot-second (:func:`imbalance`): with no
-  instance joining or leaving it is the report's max / mean of requests per instance, except
+- ``imbalance`` = the most any slot served relative to its fair share (:func:`imbalance`): with
+  no instance leaving it is the report's max / mean of requests per instance, except
   that an idle instance counts 0 (the hot-replica case: one instance takes everything while
   others idle — the SLI report only sees instances that served). ``instances_seen`` counts
   every instance that ever served or stood by, replacements included;
@@ -63,6 +63,7 @@ class Counters:
         "external",
         "slot_requests",
         "slot_end",
+        "slot_end_served",
         "pairs",
         "same",
         "sessions",
@@ -78,6 +79,7 @@ class Counters:
         self.external = 0  # tokens served by the shared KV tier
         self.slot_requests = [0] * slots  # requests served per fleet slot
         self.slot_end: list[float | None] = [None] * slots  # when a scaled-in slot left
+        self.slot_end_served: list[int] = [0] * slots  # requests the fleet had served by then
         self.pairs = self.same = self.sessions = self.output_tokens = 0
         self.first_t = self.last_t = 0.0
 
@@ -124,24 +126,32 @@ def hist_percentile(hist: list[int], q: float) -> float | None:
 
 
 def imbalance(c: Counters) -> float | None:
-    """Max / mean of the requests per live slot-second. A slot is a place in the fleet: a
+    """The most any slot served relative to its fair share. A slot is a place in the fleet: a
     replacement after a failure continues its predecessor's slot, so failures do not add
-    instances that served a few requests; a scaled-in slot counts the time until it left."""
-    span = c.last_t - c.first_t
-    rates, total, live = [], 0, 0.0
-    for requests, end in zip(c.slot_requests, c.slot_end, strict=True):
-        stop = c.last_t if end is None or end > c.last_t else end
-        seconds = stop - c.first_t
-        if seconds <= 0 or span <= 0:
-            continue
-        rates.append(requests / seconds)
-        total += requests
-        live += seconds
-    if not rates or not total:
-        counts = c.slot_requests
-        mean = sum(counts) / len(counts)
-        return max(counts) / mean if mean else None
-    return max(rates) / (total / live)
+    instances that served a few requests. A slot's fair share is, over each stretch of the run
+    between two scale-ins, the requests the fleet served in that stretch divided by the slots
+    live in it (a scaled-in slot is live until it left). With no slot leaving every share is the
+    mean, and this is max / mean of requests per slot; when the fleet shrinks, the slots left
+    serve more each without being favoured — a rate per live second would call that imbalance
+    (1.125 for two instances, one scaled in halfway, under round robin)."""
+    counts = c.slot_requests
+    total = sum(counts)
+    if not total:
+        return None
+    ends = [math.inf if end is None else end for end in c.slot_end]
+    share = [0.0] * len(counts)
+    live = [i for i, end in enumerate(ends) if end > c.first_t]
+    served = 0
+    for end, at in sorted({(ends[i], c.slot_end_served[i]) for i in live if ends[i] != math.inf}):
+        if at > served:
+            for i in live:
+                share[i] += (at - served) / len(live)
+            served = at
+        live = [i for i in live if ends[i] > end]
+    if live and total > served:
+        for i in live:
+            share[i] += (total - served) / len(live)
+    return max(n / f for n, f in zip(counts, share, strict=True) if f > 0)
 
 
 def finish(c: Counters, *, instances_seen: int, tier: bool) -> dict[str, Any]:

@@ -148,8 +148,21 @@ REFUSED = {
 Check = Callable[[Any], bool]
 
 
+#: Bounds that keep a run finite. More instances than this is not a fleet one front serves
+#: (and the routers scan every instance per request); more replacements an hour than one a
+#: second is not churn but a fleet that never serves.
+MAX_INSTANCES = 10_000
+MAX_CHURN_PER_HOUR = 3600.0
+#: Turns of one session (and the hot sessions' multiplier): the context window ends a session
+#: long before, unless its turns add no tokens, and then nothing else would.
+MAX_TURNS = 10_000
+MAX_HOT_TURNS_MULTIPLIER = 100
+
+
 # key -> (kind, constraint text, check)
-def _count(minimum: int) -> tuple[str, str, Check]:
+def _count(minimum: int, maximum: int | None = None) -> tuple[str, str, Check]:
+    if maximum is not None:
+        return ("int", f"an integer from {minimum:,} to {maximum:,}", lambda v: minimum <= v <= maximum)
     return ("int", f"an integer >= {minimum}", lambda v: v >= minimum)
 
 
@@ -170,9 +183,13 @@ def _by_kind(value: Any) -> bool:
 
 
 SCHEMA: dict[str, tuple[str, str, Check]] = {
-    "instances": _count(1),
+    "instances": _count(1, MAX_INSTANCES),
     "sessions": _count(1),
-    "turns": ("turns", "an integer >= 1 or 'MIN-MAX' with 1 <= MIN <= MAX", _by_kind),
+    "turns": (
+        "turns",
+        f"an integer from 1 to {MAX_TURNS:,} or 'MIN-MAX' with 1 <= MIN <= MAX <= {MAX_TURNS:,}",
+        _by_kind,
+    ),
     "system_tokens": _count(0),
     "turn_tokens": _count(0),
     "output_tokens": _count(0),
@@ -186,10 +203,10 @@ SCHEMA: dict[str, tuple[str, str, Check]] = {
     "cookie_duration_s": _number(1, 604800),
     "client_cookies": ("bool", "true or false", _by_kind),
     "hot_share": _number(0, 1),
-    "hot_turns_multiplier": _count(1),
+    "hot_turns_multiplier": _count(1, MAX_HOT_TURNS_MULTIPLIER),
     "engine": _choice("vllm", "sglang"),
     "serving_stack": _choice("plain", "ray_serve"),
-    "instance_churn_per_hour": _number(0),
+    "instance_churn_per_hour": _number(0, MAX_CHURN_PER_HOUR),
     "mcp_tools": ("bool", "true or false", _by_kind),
     "app_session_ids": ("bool", "true or false", _by_kind),
     "fail_at_s": ("times", "a list of numbers >= 0 (seconds)", _by_kind),
@@ -236,12 +253,12 @@ def check_value(key: str, value: Any, where: str) -> Any:
         if isinstance(value, bool):
             raise bad()
         if isinstance(value, int):
-            if value < 1:
+            if not 1 <= value <= MAX_TURNS:
                 raise bad()
             return value
         if isinstance(value, str):
             m = _TURNS.match(value)
-            if m and 1 <= int(m.group(1)) <= int(m.group(2)):
+            if m and 1 <= int(m.group(1)) <= int(m.group(2)) <= MAX_TURNS:
                 lo, hi = int(m.group(1)), int(m.group(2))
                 return lo if lo == hi else f"{lo}-{hi}"
         raise bad()
@@ -274,6 +291,48 @@ def from_mapping(data: Any, where: str, base: Workload | None = None) -> Workloa
 
 #: A workload file is a few lines of YAML; anything larger is not one.
 MAX_WORKLOAD_BYTES = 1 << 20
+#: A workload is a mapping of scalars and short lists (depth 2); deeper nesting is refused
+#: before it is parsed (PyYAML's scanner slows down quadratically on thousands of open
+#: brackets, and its composer recurses once per level).
+MAX_YAML_DEPTH = 16
+
+
+def _check_tokens(text: str, path: str) -> None:
+    """Refuse aliases, deep nesting and a top-level key given twice (PyYAML keeps the last one
+    silently: a workload would run with a value its author may not have meant) from the token
+    stream, before anything is built."""
+    import yaml
+
+    starts = (
+        yaml.BlockSequenceStartToken,
+        yaml.BlockMappingStartToken,
+        yaml.FlowSequenceStartToken,
+        yaml.FlowMappingStartToken,
+    )
+    ends = (yaml.BlockEndToken, yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken)
+    depth = 0
+    keys: set[str] = set()
+    key_next = False
+    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if key_next and isinstance(token, yaml.ScalarToken):
+            if token.value in keys:
+                raise WorkloadError(
+                    f"workload {path}: key {token.value!r} is given twice (again at line {token.start_mark.line + 1})"
+                )
+            keys.add(token.value)
+        key_next = depth == 1 and isinstance(token, yaml.KeyToken)
+        if isinstance(token, yaml.AliasToken):
+            raise WorkloadError(f"workload {path}: YAML aliases (*name) are not allowed in a workload file")
+        if isinstance(token, starts):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                line = token.start_mark.line + 1
+                raise WorkloadError(
+                    f"workload {path}: nested more than {MAX_YAML_DEPTH} levels deep at line {line} "
+                    "(a workload is a mapping of values and short lists)"
+                )
+        elif isinstance(token, ends):
+            depth -= 1
 
 
 def load_file(path: str) -> Workload:
@@ -291,11 +350,12 @@ def load_file_keys(path: str) -> tuple[Workload, set[str]]:
 
     try:
         text = read_text(path, MAX_WORKLOAD_BYTES)
-        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
-            raise WorkloadError(f"workload {path}: YAML aliases (*name) are not allowed in a workload file")
+        _check_tokens(text, path)
         data = yaml.safe_load(text)
     except ReadError as exc:
         raise WorkloadError(f"workload {path}: {exc}") from None
+    except RecursionError:  # (nesting is bounded above; kept so no input can reach a traceback)
+        raise WorkloadError(f"workload {path}: nested too deep") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
