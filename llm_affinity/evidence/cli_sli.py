@@ -34,8 +34,6 @@ from ..common.commands import (
     say,
 )
 from ..common.text import without_password
-from .report import judge, with_errors
-from .report_text import render_text, unmet_expectations
 
 if TYPE_CHECKING:
     from .alb_logs import InputError
@@ -237,6 +235,9 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .report import judge
+    from .report_text import render_text, unmet_expectations
+
     _check(args)
     if args.print_sql:
         sys.stdout.write(_sql_text(args))
@@ -280,6 +281,7 @@ def _heading(args: argparse.Namespace, report: Report) -> str:
 def _compute(args: argparse.Namespace, workdir: str) -> tuple[Report, bool]:
     """(the report, whether the --deadline cut the scraping short)."""
     from . import sql
+    from .report import with_errors
 
     errors: list[InputError] = []
     duration = args.stickiness_duration
@@ -364,6 +366,7 @@ def _athena_report(args: argparse.Namespace, errors: list[InputError]) -> tuple[
     from . import sql
     from .alb_logs import InputError, other_log_kind
     from .athena import AthenaError, Runner, day_range, ddl, report_query
+    from .report import with_errors
 
     table = _athena_table(args, offline=False)
     first, last = day_range(args.athena_days)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ..model import ABSENT, UNKNOWN
@@ -49,9 +50,10 @@ class Export:
     output: str
     value: Any  # the raw Outputs.<output>.Value node
 
-    @property
+    @cached_property
     def pattern(self) -> re.Pattern[str] | None:
-        """For a name with unresolved parts: what a fully known name must look like."""
+        """For a name with unresolved parts: what a fully known name must look like (built once:
+        every import of the run is matched against every such export)."""
         return _shape(self.name)
 
 
