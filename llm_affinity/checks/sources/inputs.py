@@ -20,7 +20,6 @@ holds templates only. Each input that cannot be read or judged becomes one error
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import stat
@@ -49,6 +48,7 @@ from .template_file import (
     TEMPLATE_SUFFIXES,
     TemplateError,
     TemplateFile,
+    collector_paused,
     read_template_bytes,
     template_from_bytes,
 )
@@ -100,9 +100,7 @@ def load_paths(paths: Iterable[str]) -> Loaded:
     # Every template stays parsed until all are read (one may import from a later one): the
     # collector's passes over those many small, acyclic objects made a 20-stack cdk.out 40%
     # slower. It is off while they live, and back on (a pass then frees any cycle) at the end.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused(collect_generation=1):  # the young generations once, not pass after pass while rules run
         stdin_read = False
         for path in paths:
             path = os.fspath(path)
@@ -124,10 +122,6 @@ def load_paths(paths: Iterable[str]) -> Loaded:
         _model_all(out)
         if out.kube:
             _model_kubernetes(out)
-    finally:
-        if collecting:
-            gc.enable()
-            gc.collect(1)  # the young generations once, not pass after pass while rules run
     return out
 
 

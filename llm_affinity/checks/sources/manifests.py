@@ -16,7 +16,6 @@ expanded within one budget for the whole stream, and a document that needs more 
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 from dataclasses import dataclass, field
@@ -25,7 +24,18 @@ from typing import Any
 
 import yaml
 
-from .template_file import _NOTHING, TemplateError, TemplateFile, _Builder, _kind, _Loader, parse_text, yaml_errors
+from .template_file import (
+    _NOTHING,
+    TemplateError,
+    TemplateFile,
+    _Builder,
+    _kind,
+    _Loader,
+    collector_paused,
+    decoded_text,
+    parse_text,
+    yaml_errors,
+)
 
 #: Documents (and ``List`` items) read from one input; the rest are one error line. A helm
 #: chart renders tens to a few thousand; a cap keeps a stream of tiny documents within seconds.
@@ -138,17 +148,8 @@ def parse_input(raw: bytes, path: str, *, explicit: bool) -> Parsed:
     document that is neither is an error; met in a folder scan it is skipped (the caller also
     decides whether the problems of a stream without any object are worth reporting). Raises
     :class:`TemplateError` (one line) when the input as a whole cannot be read."""
-    if b"\x00" in raw[:8192]:
-        raise TemplateError("binary file, not a CloudFormation template or Kubernetes manifest")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise TemplateError("not UTF-8 text, not a CloudFormation template or Kubernetes manifest") from None
-    if not text.strip():
-        raise TemplateError("empty file (only a byte-order mark)" if raw.startswith(b"\xef\xbb\xbf") else "empty file")
-    collecting = gc.isenabled()
-    gc.disable()  # many small acyclic objects: see template_file.template_from_bytes
-    try:
+    text = decoded_text(raw, "a CloudFormation template or Kubernetes manifest")
+    with collector_paused():
         if Path(path).suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
             try:
                 return _from_json(text, path, explicit)
@@ -163,9 +164,6 @@ def parse_input(raw: bytes, path: str, *, explicit: bool) -> Parsed:
         if len(documents) == 1:
             return _from_single_yaml(text, documents[0], path, explicit)
         return _from_stream(text, path, documents)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 # --- one document (a template, a JSON object, a single YAML document) ----------------------------
