@@ -105,6 +105,10 @@ def number(kind: type, low: float, high: float | None, what: str) -> Callable[[s
     return parse
 
 
+#: :func:`http_url_problem`'s answer for a URL with a password in it (callers add their own hint).
+URL_WITH_PASSWORD = "holds a password (user:password@), which errors and reports would repeat: not accepted"
+
+
 def http_url_problem(url: str) -> str | None:
     """Why ``url`` is not an http(s) URL a request can be sent to (``"is not ..."``), or None: the scheme, a host,
     no control character or space (httpx would refuse it mid-run), a bracketed IPv6 host that
@@ -121,7 +125,7 @@ def http_url_problem(url: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "is not an http(s) URL"
     if parts.password is not None:
-        return "holds a password (user:password@), which errors and reports would repeat: not accepted"
+        return URL_WITH_PASSWORD
     if port == 0:
         return "is not a usable URL: port 0"
     return None

@@ -194,17 +194,16 @@ def salvage_gzip(log: LogFile, workdir: str) -> tuple[LogFile | None, int]:
     try:
         with os.fdopen(fd, "wb") as out, gzip.open(log.path, "rb") as src:
             try:
-                long_line = False  # a line over MAX_LINE_BYTES is read in pieces, not kept whole
-                while line := src.readline(MAX_LINE_BYTES + 1):
-                    if not line.endswith(b"\n"):
-                        long_line = len(line) > MAX_LINE_BYTES
-                        if long_line:
-                            continue
-                        break  # the line the damage cut
-                    if long_line or len(line) > MAX_LINE_BYTES:
-                        long_line = False
-                        line = b"-\n"  # stands for it: no ALB line, so counted as a skipped line
-                    out.write(line)
+                long_line = False  # a line over MAX_LINE_BYTES is read in pieces, never held whole
+                while piece := src.readline(MAX_LINE_BYTES + 1):
+                    if not piece.endswith(b"\n"):
+                        if len(piece) <= MAX_LINE_BYTES:
+                            break  # the line the damage cut
+                        long_line = True
+                        continue
+                    # "-" stands for a long line: no ALB line, so it is counted as a skipped line
+                    out.write(b"-\n" if long_line or len(piece) > MAX_LINE_BYTES else piece)
+                    long_line = False
                     count += 1
             except (EOFError, OSError, zlib.error):
                 pass

@@ -552,12 +552,12 @@ def warm_hit_rate(report: dict[str, Any]) -> float | None:
 
 def validate_base_url(url: str) -> str | None:
     """An error message for a BASE_URL that is not an http(s) URL, else None."""
-    from ..common.commands import http_url_problem
+    from ..common.commands import URL_WITH_PASSWORD, http_url_problem
     from ..common.text import without_password
 
     problem = http_url_problem(url)
     if problem is not None:
-        hint = "the API key goes in --api-key" if "password" in problem else "e.g. https://my-alb.example.com/v1"
+        hint = "the API key goes in --api-key" if problem == URL_WITH_PASSWORD else "e.g. https://my-alb.example.com/v1"
         return f"BASE_URL {without_password(url)!r} {problem} ({hint})"
     parts = urlsplit(url)
     if parts.query or parts.fragment:

@@ -141,14 +141,27 @@ class LogDatabase:
         self.con.execute(f"INSERT INTO parsed {self._parse_sql(paths)}")
 
     def _rejected(self) -> dict[str, int]:
+        """Lines DuckDB's reader rejected, per file, plus a last line it dropped without a reject
+        row (over the limit, no newline after it, longer than its buffer:
+        :func:`alb_logs.overlong_last_line` says why)."""
+        from .alb_logs import overlong_last_line
+
         try:
             rows = self.con.execute(
-                "SELECT s.file_path, count(*) FROM alb_rejects e JOIN alb_reject_scans s "
-                "USING (scan_id, file_id) GROUP BY 1"
+                "SELECT s.file_path, count(*), "
+                "max(e.line_byte_position) FILTER (WHERE e.error_type = 'LINE SIZE OVER MAXIMUM') "
+                "FROM alb_rejects e JOIN alb_reject_scans s USING (scan_id, file_id) GROUP BY 1"
             ).fetchall()
         except self.duckdb.Error:
-            return {}
-        return {path: n for path, n in rows}
+            rows = []
+        counts = {path: n for path, n, _ in rows}
+        last_long = {path: position for path, _, position in rows if position is not None}
+        for log in self._alb_files:
+            path = os.path.abspath(log.path)
+            start = overlong_last_line(log)
+            if start is not None and last_long.get(path, -1) < start:
+                counts[path] = counts.get(path, 0) + 1
+        return counts
 
     # -- the report ----------------------------------------------------------------------
     def rows(self, stickiness_duration_s: float | None = None) -> list[dict[str, Any]]:
@@ -177,27 +190,6 @@ class LogDatabase:
             self._load_errors += self._load_one(log)
         return self._fetch(sql.report_sql("parsed", alb=True, stickiness_duration_s=stickiness_duration_s))
 
-    def _unreported_last_lines(self) -> dict[str, int]:
-        """Per file, 1 when its last line is over the reader's limit, has no newline after it and
-        DuckDB left no reject row for it (:func:`alb_logs.overlong_last_line` says why)."""
-        from .alb_logs import overlong_last_line
-
-        try:
-            rows = self.con.execute(
-                "SELECT s.file_path, max(e.line_byte_position) FROM alb_rejects e JOIN alb_reject_scans s "
-                "USING (scan_id, file_id) WHERE e.error_type = 'LINE SIZE OVER MAXIMUM' GROUP BY 1"
-            ).fetchall()
-        except self.duckdb.Error:
-            rows = []
-        reported = {path: position for path, position in rows}
-        missed: dict[str, int] = {}
-        for log in self._alb_files:
-            path = os.path.abspath(log.path)
-            start = overlong_last_line(log)
-            if start is not None and reported.get(path, -1) < start:
-                missed[path] = 1
-        return missed
-
     def _forget_rejects(self) -> None:
         """Drop the CSV reader's reject tables (each scan appends to them; one count per report)."""
         for table in ("alb_rejects", "alb_reject_scans"):
@@ -214,8 +206,6 @@ class LogDatabase:
             self.rows(stickiness_duration_s), source, errors=[], stickiness_duration_s=stickiness_duration_s
         )
         for path, n in self._rejected().items():
-            skipped[path] = skipped.get(path, 0) + n
-        for path, n in self._unreported_last_lines().items():
             skipped[path] = skipped.get(path, 0) + n
         per_file = [
             InputError(self._names.get(path, path), f"{n} lines skipped: not ALB access log lines")
