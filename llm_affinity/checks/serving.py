@@ -37,7 +37,6 @@ from ..common.definitions import (
     ROLE_OTHER,
     ROLE_REASON_TAG,
     ROLE_TAG,
-    environment_text,  # noqa: F401  (re-exported for sources)
     is_accelerated_instance_type,
     llm_server_in,
     role_of,
