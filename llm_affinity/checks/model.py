@@ -92,10 +92,6 @@ def is_unresolved(value: Any) -> bool:
     return isinstance(value, Unresolved)
 
 
-def is_invalid(value: Any) -> bool:
-    return isinstance(value, Invalid)
-
-
 @dataclass(frozen=True)
 class ForeignId:
     """A reference to a resource of another template of the same app (``Fn::ImportValue``, a

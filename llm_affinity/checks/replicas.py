@@ -89,10 +89,6 @@ def _parts(model: Model, tg: TargetGroup) -> list[Any]:
     return parts
 
 
-def target_group_bound(model: Model, tg: TargetGroup) -> Any:
-    return _sum(_parts(model, tg))
-
-
 def _sum(parts: list[Any]) -> Any:
     total = 0
     for part in parts:

@@ -49,11 +49,6 @@ def world_covered(cidrs: Sequence[Any], construct: str = "allowed_cidrs") -> lis
     return covered
 
 
-def open_to_world(cidrs: Sequence[Any]) -> bool:
-    """True when the literal CIDRs together admit every IPv4 or every IPv6 address."""
-    return bool(world_covered(cidrs))
-
-
 def lists_world(cidrs: Sequence[Any]) -> bool:
     """True when 0.0.0.0/0 or ::/0 is listed as such (what cdk-nag's AwsSolutions-EC23 reads)."""
     return any(not is_unresolved(c) and str(c).strip() in WORLD for c in cidrs)

@@ -93,10 +93,6 @@ def least_outstanding(fleet: Fleet, rnd: Callable[[], float]) -> int:
     return best  # pragma: no cover
 
 
-def random_among(items: list[int], rnd: Callable[[], float]) -> int:
-    return items[0] if len(items) == 1 else items[int(rnd() * len(items))]
-
-
 _MASK = (1 << 64) - 1
 
 
