@@ -219,7 +219,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         raise UsageError("--max-workers must be at least 1")
     if not (args.timeout > 0 and args.timeout != float("inf")):
         raise UsageError(f"--timeout {args.timeout:g}: must be a number of seconds above 0")
-    from .checks.runner import evaluate, select_rules
+    from .checks.runner import select_rules
     from .checks.sources.aws import collect, endpoint_url_problem
 
     # a bad endpoint is a usage error before anything is sent (botocore would otherwise fail
@@ -244,15 +244,32 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         read_user_data=not args.no_user_data,
     )
-    report = evaluate(result.models, select_rules(ignore), settings)
-    report.errors = list(result.errors)
+    report = _judge_account(result.models, select_rules(ignore), settings)
+    rule_errors = report.errors
+    report.errors = [*result.errors, *rule_errors]
     # A service with nothing to read there (not offered in the region) is listed in errors for
     # the record, but it is nothing we failed to read: it does not turn the exit code into 2.
     services = result.coverage.get("services", {}) if isinstance(result.coverage, dict) else {}
     failed = [e for e in result.errors if services.get(e.input) not in ("unavailable", "not-needed")]
+    failed += rule_errors
     report.inputs = sorted({*(m.scope for m in result.models)})
     report.extra_coverage = dict(result.coverage)
     return _finish(args, report, reached_any=result.reached_any, failed_inputs=len(failed))
+
+
+def _judge_account(models: list[Any], rules: list[Any], settings: Any) -> Any:
+    """The rules over what the account read; once the account was read its report is never
+    lost: a rule that raises is one error entry (the runner isolates rules), and a failure of
+    the judging itself is one error entry with the coverage still reported (exit 2)."""
+    from .checks.model import ModelError
+    from .checks.runner import Report, evaluate
+    from .common.text import unexpected
+
+    try:
+        return evaluate(models, rules, settings)
+    except Exception as exc:  # the account's coverage and errors are still worth reporting
+        scope = models[0].scope if models else "audit"
+        return Report(errors=[ModelError(scope, unexpected(exc, "judging the account"))], rules=list(rules))
 
 
 def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool, failed_inputs: int | None = None) -> int:

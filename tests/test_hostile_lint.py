@@ -393,7 +393,10 @@ def test_failure_reading_one_input_costs_that_input_only(tmp_path, monkeypatch, 
     assert report.inputs == [ok] and [f.rule.id for f in report.findings] == ["ALB001"]
 
 
-def test_a_rule_failing_on_one_template_costs_that_template_only(tmp_path, monkeypatch):
+def test_a_rule_failing_on_one_template_costs_that_rule_there_only(tmp_path, monkeypatch):
+    """Rule isolation (tests/test_rule_isolation.py has the resource-level cases): the rule's
+    failure on one template is one error entry naming the rule; the template stays an input,
+    every other rule judged it, and the rule still judged the other template."""
     from llm_affinity.checks import lint as lint_module
     from llm_affinity.checks import rules
 
@@ -410,10 +413,16 @@ def test_a_rule_failing_on_one_template_costs_that_template_only(tmp_path, monke
 
     monkeypatch.setattr(type(victim), "run", run)
     report = lint_module.lint_paths([bad, ok], rules=chosen)
-    assert [(e.input, e.message) for e in report.errors] == [
-        (bad, "unexpected failure checking this template (IndexError: rule bug)")
+    assert [(e.input, e.rule, e.resource, e.message) for e in report.errors] == [
+        (
+            bad,
+            "ALB001",
+            None,
+            f"unexpected failure in rule ALB001 judging this input (IndexError: rule bug); its other results on {bad} "
+            "may be missing",
+        )
     ]
-    assert report.inputs == [ok] and [(f.rule.id, f.resource.location.file) for f in report.findings] == [
+    assert report.inputs == [bad, ok] and [(f.rule.id, f.resource.location.file) for f in report.findings] == [
         ("ALB001", ok)
     ]
 

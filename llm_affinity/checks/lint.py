@@ -8,11 +8,9 @@ from typing import Iterable, Sequence
 
 from .model import Model, ModelError, Resource
 from .rules import Rule, Settings
-from .runner import Report, UnknownValue, evaluate, select_rules
-from .serving import ROLE_UNKNOWN
+from .runner import Report, evaluate, select_rules
 from .sources.inputs import load_paths, unexpected
-
-TOO_LARGE = "too large to resolve"
+from .unknowns import NOT_EXPORTED, TOO_LARGE, TOO_LARGE_TEXT, UNDECIDED, Unknown
 
 
 def lint_paths(
@@ -28,13 +26,13 @@ def lint_paths(
         report = evaluate(loaded.models, chosen, settings)
     except (Exception, RecursionError, MemoryError):
         report = _evaluate_each(loaded.models, chosen, settings, loaded.errors, loaded.inputs)
-    report.errors = loaded.errors
+    report.errors = loaded.errors + report.errors  # the inputs' errors, then the rules' failures
     report.inputs = loaded.inputs
-    if loaded.too_large:
-        report.unknown = [_mark_too_large(u, loaded.too_large) for u in report.unknown]
     if loaded.missing_imports:
         fed = _launched_from(loaded.models)
         report.unknown = [_mark_imports(u, loaded.missing_imports, fed) for u in report.unknown]
+    if loaded.too_large:
+        report.unknown = [_mark_too_large(u, loaded.too_large) for u in report.unknown]
     return report
 
 
@@ -58,6 +56,7 @@ def _evaluate_each(
             merged.suppressed += part.suppressed
             merged.unknown += part.unknown
             merged.resources_checked += part.resources_checked
+            merged.errors += part.errors
             continue
         for scope in model.parts or [model.scope]:
             errors.append(ModelError(scope, message))
@@ -66,32 +65,19 @@ def _evaluate_each(
     return merged
 
 
-def _mark_too_large(unknown: UnknownValue, too_large: dict[str, set[str]]) -> UnknownValue:
+def _mark_too_large(unknown: Unknown, too_large: dict[str, set[str]]) -> Unknown:
+    """An unknown on a resource whose properties were too large to resolve says so."""
     loc = unknown.resource.location
     if loc.file in too_large and loc.resource_id in too_large[loc.file]:
-        return dataclasses.replace(unknown, value=f"{unknown.value} ({TOO_LARGE})")
+        return dataclasses.replace(unknown, reason=TOO_LARGE)
     return unknown
 
 
-#: Appended to an unknown value whose resource imports exports no input provides.
-NOT_EXPORTED = "not exported by any input"
-
-#: The properties an unknown value is read from (its first word, or a prefix of it).
-_PROPERTIES_OF = (
-    (("stickiness.", "load_balancing.", "deregistration_delay."), ("TargetGroupAttributes",)),
-    (("idle_timeout.", "access_logs."), ("LoadBalancerAttributes",)),
-    (("number of instances",), ("Targets",)),
-    (("Targets",), ("Targets",)),
-    (("TargetGroupStickinessConfig", "stickiness.enabled of a forwarded"), ("DefaultActions", "Actions")),
-    (("InstanceType",), ("InstanceType", "LaunchTemplateData", "LaunchTemplate", "MixedInstancesPolicy")),
-    (("LoadBalancers",), ("LoadBalancers",)),
-)
-
-
-#: Unknown values decided by what compute launches (its launch template or configuration, its
-#: task definition), not by the fleet, service or target group they are reported on.
-_LAUNCHED = ("InstanceType", "LMCache remote backend", "whether LMCache ", "the store behind", "security groups of")
-#: The properties of a launch template / configuration or task definition that say what runs.
+#: The properties a value is read from when it is not only its path's first key: an instance
+#: type comes from the resource, its launch template (data) or its mixed-instances overrides.
+_READ_FROM = {"InstanceType": ("InstanceType", "LaunchTemplateData", "LaunchTemplate", "MixedInstancesPolicy")}
+#: The properties of a launch template / configuration or task definition that say what runs
+#: (where an unknown marked ``launched`` is read).
 _LAUNCH_KEYS = ("LaunchTemplateData", "UserData", "InstanceType", "ContainerDefinitions")
 
 #: (file, logical id) of a fleet, service or target group → those of what its compute launches from.
@@ -120,30 +106,27 @@ def _key(resource: Resource) -> tuple[str | None, str]:
     return resource.location.file, resource.location.resource_id
 
 
-def _properties(value: str) -> tuple[str, ...]:
-    for prefixes, keys in _PROPERTIES_OF:
-        if value.startswith(prefixes):
-            return keys
-    return (value.split(" ", 1)[0],)  # TargetGroupARNs, Protocol, MinSize, TargetControlPort...
-
-
 def _mark_imports(
-    unknown: UnknownValue, missing: dict[str, dict[str, dict[str, list[str]]]], launched_from: Feeders
-) -> UnknownValue:
+    unknown: Unknown, missing: dict[str, dict[str, dict[str, list[str]]]], launched_from: Feeders
+) -> Unknown:
     """Name the exports that none of the inputs provides when the unknown value is read from a
     property that imports them (the reason it is unknown; lint the stack that exports them too
-    to decide it): a property of the resource itself, or, for what compute runs (its instance
-    type, LMCache's remote backend), of the launch template or task definition it launches from."""
-    if unknown.value.startswith(ROLE_UNKNOWN):
+    to decide it): a property of the resource itself, or, for what compute runs (an unknown
+    marked ``launched``: its instance type, LMCache's remote backend), of the launch template or
+    task definition it launches from."""
+    if unknown.reason == UNDECIDED:  # only the owner's role tag decides it, whatever is imported
         return unknown
     loc = unknown.resource.location
     by_key = missing.get(loc.file or "", {}).get(loc.resource_id) or {}
-    names = [n for key in _properties(unknown.value) for n in by_key.get(key, [])]
-    if not names and unknown.value.startswith(_LAUNCHED):
+    keys = _READ_FROM.get(unknown.property_path, (unknown.top_property,))
+    names = [n for key in keys for n in by_key.get(key, [])]
+    if not names and unknown.launched:
         for file, source in launched_from.get((loc.file, loc.resource_id), []):
             by_key = missing.get(file or "", {}).get(source) or {}
             names += [n for key in _LAUNCH_KEYS for n in by_key.get(key, []) if n not in names]
     if not names:
         return unknown
-    listed = ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return dataclasses.replace(unknown, value=f"{unknown.value} (Fn::ImportValue {listed}: {NOT_EXPORTED})")
+    return dataclasses.replace(unknown, reason=NOT_EXPORTED, imports=tuple(names))
+
+
+__all__ = ["NOT_EXPORTED", "TOO_LARGE_TEXT", "lint_paths"]

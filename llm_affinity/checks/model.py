@@ -26,9 +26,25 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, TypeAlias, TypeVar
+from typing import Any, Iterable
 
 from ..common.definitions import LEVEL_LLM
+from .resource import (  # re-exported: the model's public names
+    Candidate as Candidate,
+)
+from .resource import ForeignId as ForeignId
+from .resource import Invalid as Invalid
+from .resource import KubeOrigin as KubeOrigin
+from .resource import Location as Location
+from .resource import Resource as Resource
+from .resource import Scenario as Scenario
+from .resource import Setting as Setting
+from .resource import Suppression as Suppression
+from .resource import T as T
+from .resource import Unresolved as Unresolved
+from .resource import is_unresolved as is_unresolved
+from .resource import ref_key as ref_key
+from .unknowns import Unknown
 
 
 class _Unknown:
@@ -54,166 +70,6 @@ UNKNOWN: Any = _Unknown()
 ABSENT: Any = type("_Absent", (), {"__repr__": lambda self: "ABSENT"})()
 
 
-# --- typed values ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Unresolved:
-    """A value that cannot be known here. ``why`` explains it to a reader; two unresolved
-    values are equal whatever their reasons (an ``!ImportValue`` and an AccessDenied leave the
-    same hole)."""
-
-    why: str = field(default="unresolved", compare=False)
-
-    def __repr__(self) -> str:
-        return f"Unresolved({self.why!r})"
-
-
-@dataclass(frozen=True)
-class Invalid:
-    """A value the API would reject; ``raw`` is what was written."""
-
-    raw: Any
-    expected: str = field(default="", compare=False)
-
-    def __repr__(self) -> str:
-        return f"Invalid({self.raw!r})"
-
-    def __hash__(self) -> int:  # ``raw`` may be a list or a mapping
-        return hash(repr(self.raw))
-
-
-T = TypeVar("T")
-#: A setting as a rule reads it: the effective value (type ``T``), or one of the two markers.
-Setting: TypeAlias = "T | Unresolved | Invalid"
-
-
-def is_unresolved(value: Any) -> bool:
-    return isinstance(value, Unresolved)
-
-
-@dataclass(frozen=True)
-class ForeignId:
-    """A reference to a resource of another template of the same app (``Fn::ImportValue``, a
-    nested stack's outputs, a parameter a parent stack passes): its file and logical id."""
-
-    file: str
-    logical_id: str
-
-    def __str__(self) -> str:
-        return self.logical_id
-
-
-def ref_key(ref: Any, like: "Resource | None") -> tuple[Any, Any]:
-    """(file, id) a reference made by ``like`` points to: a :class:`ForeignId` names its file;
-    any other id (a logical id, an ARN) is ``like``'s own file's (None for live resources)."""
-    if isinstance(ref, ForeignId):
-        return ref.file, ref.logical_id
-    return (like.location.file if like is not None else None), ref
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One value a setting may take, and the branch it takes it in (``None``: always)."""
-
-    value: Any
-    when: str | None = None
-
-
-#: One assignment of a template's conditions and multi-valued parameters: ``("condition",
-#: name)`` → True/False, ``("parameter", name)`` → one of its candidate values.
-Scenario: TypeAlias = dict[tuple[str, str], Any]
-
-
-# --- locations and suppressions --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Location:
-    """Where a resource lives: a template file and line, or an ARN and a region."""
-
-    resource_id: str
-    resource_type: str
-    file: str | None = None
-    line: int | None = None
-    region: str | None = None
-    path: str | None = None  # CDK construct path (aws:cdk:path metadata), when known
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.resource_id,
-            "type": self.resource_type,
-            "file": self.file,
-            "line": self.line,
-            "region": self.region,
-        }
-
-
-@dataclass(frozen=True)
-class Suppression:
-    rule_id: str
-    reason: str | None
-    #: ``ignore``: written as a suppression; ``role``: the resource is tagged
-    #: ``llm-affinity:role=other`` (what that silenced is recorded under FLEET001).
-    via: str = "ignore"
-
-
-@dataclass(frozen=True)
-class KubeOrigin:
-    """The Kubernetes object a resource comes from, for messages and remediations in
-    Kubernetes words (annotation names instead of CloudFormation properties).
-
-    Set on everything read from manifests, and on live load balancers and target groups the AWS
-    Load Balancer Controller created (named from its tags). ``controller`` says which annotations
-    configure the resource: ``ingress`` (``alb.ingress.kubernetes.io/*`` on an Ingress, some of
-    them overridable on its Service), ``service`` (``service.beta.kubernetes.io/aws-load-balancer-*``
-    on a Service), ``binding`` (a TargetGroupBinding: the target group is configured outside
-    Kubernetes), ``""`` (a workload, a router) or ``other`` (tagged by the controller for a
-    cluster, through neither: the Gateway API; fixes stay in AWS words)."""
-
-    label: str  # "Ingress default/chat → Service default/vllm:8000", "Deployment default/vllm"
-    controller: str = ""
-    #: The object whose annotation sets the target group's attributes ("Service default/vllm"
-    #: when the Service overrides the Ingress's ``target-group-attributes``).
-    attributes_on: str | None = None
-    cluster: str | None = None  # elbv2.k8s.aws/cluster (live resources)
-    #: The resource *is* a Kubernetes object (a workload, a router): ``label`` names it fully.
-    #: Otherwise it is something the controller makes from objects (a load balancer, a target
-    #: group), named by its own id and the objects in ``label``.
-    object: bool = False
-
-
-# --- resources -------------------------------------------------------------------------------
-
-
-@dataclass
-class Resource:
-    """Common part of every modelled resource.
-
-    ``variant`` names the scenario this object was built under (e.g. ``condition UseTls is
-    true``) when a template's conditions or parameters give one resource several shapes;
-    ``None`` otherwise. ``scenario`` holds that assignment (condition/parameter name → value),
-    so variants of two resources that contradict each other are never judged together.
-    """
-
-    id: str
-    location: Location
-    variant: str | None = None
-    scenario: Scenario = field(default_factory=dict)
-    tags: dict[str, Any] = field(default_factory=dict)
-    suppressions: list[Suppression] = field(default_factory=list)
-    kube: KubeOrigin | None = None  # set when the resource comes from Kubernetes
-
-    @property
-    def type(self) -> str:
-        return self.location.resource_type
-
-    def tag(self, key: str) -> str | None:
-        """A tag's text, stripped and lower-cased (``None`` when absent or unresolved)."""
-        value = self.tags.get(key)
-        return value.strip().lower() if isinstance(value, str) else None
-
-
 @dataclass(frozen=True)
 class Serving:
     """Why a target group or compute serves, in which branch (``None``: always), and the level
@@ -224,6 +80,9 @@ class Serving:
     reason: str
     when: str | None = None
     level: str = LEVEL_LLM
+    #: The compute it comes from lives in another template than the target group it is seen
+    #: from (a multi-stack app joined by Fn::ImportValue or a nested stack): findings name both.
+    across_templates: bool = False
 
     @property
     def llm(self) -> bool:
@@ -625,10 +484,23 @@ class Alarm(Resource):
 
 @dataclass
 class ModelError:
-    """Something a source could not read (a file, a region/service)."""
+    """Something a source could not read (a file, a region/service), or a rule that failed on
+    a resource (``rule`` and ``resource`` set: the rule's other results and every other rule's
+    are still reported; docs/contract.md "Exit codes")."""
 
     input: str
     message: str
+    rule: str | None = None
+    resource: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON ``errors`` entry: ``input`` and ``message``, and for a failed rule
+        ``rule_id`` and ``resource`` (its id)."""
+        out: dict[str, Any] = {"input": self.input, "message": self.message}
+        if self.rule is not None:
+            out["rule_id"] = self.rule
+            out["resource"] = self.resource
+        return out
 
 
 # --- the model -------------------------------------------------------------------------------
@@ -672,7 +544,7 @@ class Model:
     #: Kubernetes fronts that could not be decided (an Ingress of an IngressClass not among the
     #: inputs): (the object, what is unknown, ids of the workloads behind it). FLEET001 lists
     #: the ones in front of an LLM server.
-    unknown_fronts: list[tuple[Resource, str, list[Any]]] = field(default_factory=list)
+    unknown_fronts: list[tuple[Unknown, list[Any]]] = field(default_factory=list)
     #: Whether alarms were actually read (False when e.g. CloudWatch was denied): FLEET005
     #: stays silent when it could not look.
     alarms_known: bool = True
@@ -683,7 +555,7 @@ class Model:
     #: Compute whose serving status could not be decided, with the value that was missing
     #: (e.g. an Auto Scaling group whose InstanceType did not resolve, or an accelerated fleet
     #: with no sign of an LLM server: "serving role unknown"); FLEET001 lists them.
-    serving_unknowns: list[tuple[Resource, str]] = field(default_factory=list)
+    serving_unknowns: list[Unknown] = field(default_factory=list)
     #: Compute with serving evidence that ``llm-affinity:role=other`` silenced, with the
     #: evidence; FLEET001 records each under ``suppressed`` with the reason.
     silenced: list[tuple[Resource, Serving]] = field(default_factory=list)

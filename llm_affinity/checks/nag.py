@@ -31,7 +31,8 @@ from aws_cdk import (
 )
 
 from .. import __version__
-from .lint import NOT_EXPORTED, lint_paths
+from .lint import lint_paths
+from .model import ModelError
 from .rules import DEFAULT_MIN_COOKIE_DURATION, SEVERITY_RANK, Settings
 from .runner import Finding, Report
 from .severity import FAIL_ON
@@ -116,16 +117,7 @@ class LlmAffinityChecks:
             )
         for err in report.errors:
             failed = True
-            violations.append(
-                PolicyViolation(
-                    rule_name=f"{PLUGIN_NAME}::InputError",
-                    description=f"could not read {getattr(err, 'input', '?')}: {getattr(err, 'message', err)}",
-                    severity="error",
-                    violating_resources=[
-                        PolicyViolatingResource(locations=["template"], template_path=paths[0] if paths else "")
-                    ],
-                )
-            )
+            violations.append(_error_violation(err, paths))
         summary, counts = _summary(report, paths)
         violations.append(summary)
         return PolicyValidationPluginReport(
@@ -134,6 +126,32 @@ class LlmAffinityChecks:
 
 
 SUMMARY_RULE = f"{PLUGIN_NAME}::Checked"
+#: The violation of a rule that raised on a resource (the other rules' violations still stand).
+RULE_ERROR = f"{PLUGIN_NAME}::RuleError"
+
+
+def _error_violation(err: ModelError, paths: list[str]) -> PolicyViolation:
+    """An input that could not be read (``InputError``) or a rule that raised on a resource
+    (``RuleError``, naming the rule and the resource): either fails synth."""
+    template = os.path.abspath(err.input) if os.path.isfile(err.input) else (paths[0] if paths else "")
+    if err.rule is not None:
+        return PolicyViolation(
+            rule_name=RULE_ERROR,
+            description=f"rule {err.rule} failed on {err.resource or 'a resource'}: {err.message}",
+            severity="error",
+            fix="report it to llm-affinity with the template; the other rules' results above are complete",
+            violating_resources=[
+                PolicyViolatingResource(
+                    resource_logical_id=err.resource or "*", locations=[f"rule {err.rule}"], template_path=template
+                )
+            ],
+        )
+    return PolicyViolation(
+        rule_name=f"{PLUGIN_NAME}::InputError",
+        description=f"could not read {err.input}: {err.message}",
+        severity="error",
+        violating_resources=[PolicyViolatingResource(locations=["template"], template_path=paths[0] if paths else "")],
+    )
 
 
 def _summary(report: Report, paths: list[str]) -> tuple[PolicyViolation, dict[str, str]]:
@@ -163,11 +181,11 @@ def _summary(report: Report, paths: list[str]) -> tuple[PolicyViolation, dict[st
         text += (
             " ("
             + "; ".join(
-                sorted({f"{u.rule.id} {u.resource.location.resource_id}: {u.value}" for u in report.unknown})[:10]
+                sorted({f"{u.rule_id} {u.resource.location.resource_id}: {u.value}" for u in report.unknown})[:10]
             )
             + ")"
         )
-    imported = sorted({u.resource.location.resource_id for u in report.unknown if NOT_EXPORTED in u.value})
+    imported = sorted({u.resource.location.resource_id for u in report.unknown if u.imports})
     if imported:
         text += (
             f". {len(imported)} decision(s) depend on Fn::ImportValue from a stack outside this synth "

@@ -81,7 +81,7 @@ def to_json_dict(report: Report) -> dict[str, Any]:
         "findings": [f.as_dict() for f in report.findings],
         "suppressed": [f.as_dict() for f in report.suppressed],
         "unknown": [u.as_dict() for u in report.unknown],
-        "errors": [{"input": e.input, "message": e.message} for e in report.errors],
+        "errors": [e.as_dict() for e in report.errors],
         "coverage": coverage,
         "summary": report.summary(),
     }
@@ -131,8 +131,11 @@ def render_text(report: Report, color: bool = False, verbose: bool = False) -> s
         f"{len(report.unknown)} unknown",
         f"{report.resources_checked} resources in {len(report.inputs)} input(s)",
     ]
-    if report.errors:
-        tail.append(f"{len(report.errors)} input(s) could not be read")
+    failed_rules = sum(1 for e in report.errors if e.rule is not None)
+    if len(report.errors) > failed_rules:
+        tail.append(f"{len(report.errors) - failed_rules} input(s) could not be read")
+    if failed_rules:
+        tail.append(f"{failed_rules} rule failure(s)")
     lines.append(", ".join(parts) + " · " + " · ".join(tail))
     return "\n".join(lines) + "\n"
 
@@ -150,7 +153,7 @@ def _unknown_lines(report: Report, verbose: bool, paint: Callable[[str, str], st
             place = f"{loc.file}:{loc.line}" if loc.line else loc.file
         else:
             place = loc.region or "(account)"
-        lines.append(f"  {printable(place)}  {u.rule.id:<8} {printable(loc.resource_id)}: {printable(u.value)}")
+        lines.append(f"  {printable(place)}  {u.rule_id:<8} {printable(loc.resource_id)}: {printable(u.value)}")
     hidden = len(report.unknown) - len(shown)
     if hidden:
         lines.append(paint(f"  ... and {hidden} more unknown value(s) (-v/--verbose lists them all)", "dim"))

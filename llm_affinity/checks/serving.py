@@ -55,6 +55,7 @@ from .model import (
     Unresolved,
     Workload,
 )
+from .unknowns import UNDECIDED, Unknown, unknown
 
 TAGGED = f"tagged {ROLE_TAG}={ROLE_INFERENCE}"
 #: At most this many branches are named in a verdict; the rest are counted.
@@ -124,7 +125,7 @@ def service_evidence(model: Model, service: Service) -> tuple[Serving | None, st
             return Serving(f"task definition {service.task_definition} runs {server}"), None
     if service.gpu is True:
         return Serving(f"task definition {service.task_definition} reserves GPUs", None, LEVEL_ACCELERATOR_ONLY), None
-    missing = "task definition GPU requirements" if isinstance(service.gpu, Unresolved) else None
+    missing = TASK_GPU if isinstance(service.gpu, Unresolved) else None
     for fleet_id in service.capacity_fleet_ids:
         for fleet in model.fleets_by_id(fleet_id, service):
             verdict, _ = launch_evidence(fleet.launch)
@@ -183,7 +184,7 @@ def _classify_fleet(model: Model, fleet: Fleet, tg_role: dict[int, str | None]) 
     roles = [tg_role[id(tg)] for tg in groups]
     tagged = role(fleet)
     if verdict is None and missing == "InstanceType" and tagged is None:
-        model.serving_unknowns.append((fleet, "InstanceType"))
+        model.serving_unknowns.append(_missing(fleet, "InstanceType"))
     fleet.serving = None
     if tagged == ROLE_INFERENCE:
         fleet.serving = Serving(TAGGED)
@@ -200,7 +201,7 @@ def _classify_fleet(model: Model, fleet: Fleet, tg_role: dict[int, str | None]) 
             fleet.serving = Serving(f"registers into inference target group {into.id}")
         elif verdict is not None and fleet.attached:
             fleet.serving = verdict
-            model.serving_unknowns.append((fleet, _role_unknown(verdict)))
+            model.serving_unknowns.append(_role_unknown(fleet, verdict))
     return verdict if tagged != ROLE_OTHER else None
 
 
@@ -223,9 +224,9 @@ def _classify_service(model: Model, service: Service, tg_role: dict[int, str | N
         service.serving = Serving("registers into an inference target group")
     elif verdict is not None and service.target_group_ids:
         service.serving = verdict
-        model.serving_unknowns.append((service, _role_unknown(verdict)))
+        model.serving_unknowns.append(_role_unknown(service, verdict))
     elif missing and service.target_group_ids:
-        model.serving_unknowns.append((service, missing))
+        model.serving_unknowns.append(_missing(service, missing))
 
 
 def _classify_workload(model: Model, workload: Workload, tg_role: dict[int, str | None]) -> None:
@@ -251,7 +252,14 @@ def _classify_workload(model: Model, workload: Workload, tg_role: dict[int, str 
         workload.serving = Serving("its pods are behind a Service or Ingress annotated role: inference")
     elif verdict is not None and attached:
         workload.serving = verdict
-        model.serving_unknowns.append((workload, f"{K8S_ROLE_UNKNOWN} ({verdict.reason}; no LLM server seen)"))
+        model.serving_unknowns.append(
+            unknown(
+                workload,
+                f"metadata.annotations.{K8S_PREFIX}role",
+                f"{K8S_ROLE_UNKNOWN} ({verdict.reason}; no LLM server seen)",
+                reason=UNDECIDED,
+            )
+        )
 
 
 def _classify_target_group(
@@ -268,14 +276,16 @@ def _classify_target_group(
         return
     tg.serving = verdict
     if verdict is not None and not verdict.llm and from_instances:
-        model.serving_unknowns.append((tg, _role_unknown(verdict)))  # its instances are the fleet
+        model.serving_unknowns.append(_role_unknown(tg, verdict))  # its instances are the fleet
     if verdict is None:  # targets that could not be known, or an instance of unknown type: say so
         if any(isinstance(t, Unresolved) for t in tg.target_ids):
-            model.serving_unknowns.append((tg, "Targets"))
+            model.serving_unknowns.append(unknown(tg, "Targets"))
         for instance in model.instances_for(tg):
             _, missing = launch_evidence(instance.launch)
-            if missing and (instance, missing) not in model.serving_unknowns:
-                model.serving_unknowns.append((instance, missing))
+            if missing and not any(
+                u.resource is instance and u.property_path == missing for u in model.serving_unknowns
+            ):
+                model.serving_unknowns.append(_missing(instance, missing))
 
 
 def _target_group_evidence(
@@ -316,16 +326,30 @@ def _via(what: str, verdict: Serving, source: Resource, tg: Resource) -> Serving
     where = ""
     if source.location.file and tg.location.file and source.location.file != tg.location.file:
         where = f" of {source.location.file}, registered in {tg.id} of {tg.location.file}"
-    return Serving(f"{what}{where}: {verdict.reason}", verdict.when, verdict.level)
+    return Serving(f"{what}{where}: {verdict.reason}", verdict.when, verdict.level, bool(where))
 
 
 def _unknown_ids(resource: Any) -> bool:
     return any(isinstance(t, Unresolved) for t in resource.target_group_ids)
 
 
-def _role_unknown(verdict: Serving) -> str:
+def _role_unknown(resource: Resource, verdict: Serving) -> Unknown:
+    """Accelerated compute with no sign of an LLM server and no role tag: only its owner can say."""
     when = f" when {verdict.when}" if verdict.when else ""
-    return f"{ROLE_UNKNOWN} ({verdict.reason}{when}; no LLM server seen)"
+    detail = f"{ROLE_UNKNOWN} ({verdict.reason}{when}; no LLM server seen)"
+    return unknown(resource, f"Tags.{ROLE_TAG}", detail, reason=UNDECIDED)
+
+
+#: The property an ECS service's GPU reservation is read from (its task definition's).
+TASK_GPU = "ContainerDefinitions.ResourceRequirements"
+#: How an unknown serving input is shown, by the property it is read from (default: its name).
+_MISSING_TEXT = {TASK_GPU: "task definition GPU requirements"}
+
+
+def _missing(resource: Resource, prop: str) -> Unknown:
+    """What compute launches (instance type, GPU reservation) could not be resolved, so whether
+    it serves is unknown: read from its launch template, configuration or task definition."""
+    return unknown(resource, prop, _MISSING_TEXT.get(prop, ""), launched=True)
 
 
 def _silence(model: Model, resource: Resource, verdict: Serving) -> None:

@@ -55,3 +55,10 @@ def without_password(url: str) -> str:
     Prometheus show URLs): a message that names a URL a user typed never repeats the secret in
     it, even when the URL is malformed in another way."""
     return _URL_PASSWORD.sub(r"\1***\2", url, count=1)
+
+
+def unexpected(exc: BaseException, doing: str) -> str:
+    """One line for a failure nobody foresaw: what, while doing what (reading an input,
+    running a rule): the error entry that replaces a traceback."""
+    detail = " ".join(str(exc).split())[:200]
+    return f"unexpected failure {doing} ({type(exc).__name__}{': ' + detail if detail else ''})"

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from ..model import Forward, Listener, Model, Setting, TargetGroup
 from ..replicas import fronts_one_replica
-from .base import Hit, Result, Unknown, rule, settings_of
+from .base import Hit, Result, Unknown, lb_attribute, rule, settings_of, tg_attribute, unknown
 from .common import (
     DOCS_ALB_CROSS_ZONE,
     DOCS_ALB_LISTENERS,
@@ -14,6 +14,7 @@ from .common import (
     DOCS_ALB_TG,
     MAX_STICKY_SECONDS,
     ONE_REPLICA_SEVERITY,
+    actions_property,
     inference_albs,
     invalid,
     is_kube,
@@ -57,12 +58,12 @@ def alb001(model: Model) -> Iterator[Result]:
         if s.family in ("nlb", "gwlb"):
             continue  # NLB003 judges source-IP stickiness without cross-zone
         if unresolved(s.sticky):
-            yield Unknown(tg, "stickiness.enabled")
+            yield tg_attribute(tg, "stickiness.enabled")
             continue
         if s.sticky is not True:
             continue
         if unresolved(s.cross_zone):
-            yield Unknown(tg, "load_balancing.cross_zone.enabled")
+            yield tg_attribute(tg, "load_balancing.cross_zone.enabled")
         elif s.cross_zone == "false":
             yield Hit(
                 tg,
@@ -98,7 +99,7 @@ def alb002(model: Model) -> Iterator[Result]:
             ("stickiness.app_cookie.duration_seconds", s.app_cookie_duration),
         ):
             if unresolved(value):
-                yield Unknown(tg, key)
+                yield tg_attribute(tg, key)
             elif invalid(value):
                 yield Hit(tg, f"{key}={value.raw!r} is not an integer number of seconds{set_in(tg)}")
             elif not 1 <= value <= MAX_STICKY_SECONDS:
@@ -130,13 +131,13 @@ def alb003(model: Model) -> Iterator[Result]:
             )
         elif kind == "app_cookie":
             if unresolved(cookie):
-                yield Unknown(tg, "stickiness.app_cookie.cookie_name")
+                yield tg_attribute(tg, "stickiness.app_cookie.cookie_name")
             elif cookie is None or not cookie.strip():
                 yield Hit(
                     tg, f"stickiness.type=app_cookie but stickiness.app_cookie.cookie_name is not set{set_in(tg)}"
                 )
         elif unresolved(kind) and s.sticky is not False and not isinstance(cookie, str):
-            yield Unknown(tg, "stickiness.type")
+            yield tg_attribute(tg, "stickiness.type")
 
 
 @rule(
@@ -160,20 +161,28 @@ def alb004(model: Model) -> Iterator[Result]:
             yield Hit(tg, rejected("load_balancing.algorithm.type", s.algorithm) + set_in(tg))
         elif s.algorithm == "weighted_random":
             if unresolved(s.sticky):
-                yield Unknown(tg, "stickiness.enabled")
+                yield tg_attribute(tg, "stickiness.enabled")
             elif s.sticky is True:
                 yield Hit(tg, f"stickiness is enabled with load_balancing.algorithm.type=weighted_random{set_in(tg)}")
         if invalid(s.anomaly_mitigation):
             yield Hit(tg, rejected("load_balancing.algorithm.anomaly_mitigation", s.anomaly_mitigation) + set_in(tg))
         elif s.anomaly_mitigation == "on":
             if unresolved(s.algorithm):
-                yield Unknown(tg, "load_balancing.algorithm.type")
+                yield tg_attribute(tg, "load_balancing.algorithm.type")
             elif isinstance(s.algorithm, str) and s.algorithm != "weighted_random":
                 yield Hit(
                     tg,
                     f"load_balancing.algorithm.anomaly_mitigation=on requires weighted_random, not {s.algorithm}"
                     + set_in(tg),
                 )
+
+
+def _group_unknown(listener: Listener, key: str) -> Unknown:
+    """An unknown target-group stickiness setting of a listener's forward action, shown as its
+    input writes it (``key``)."""
+    if is_kube(listener):
+        return unknown(listener, f"actions.forwardConfig.{key}", key)
+    return unknown(listener, f"{actions_property(listener)}.ForwardConfig.{key}", key)
 
 
 def _group_stickiness_key(listener: Listener) -> str:
@@ -213,10 +222,14 @@ def alb005(model: Model) -> Iterator[Result]:
                 states += [tg.settings.sticky for tg in groups] if groups else ["outside"]
             if True not in states:
                 if any(unresolved(x) or x == "outside" for x in states):
-                    yield Unknown(listener, "stickiness.enabled of a forwarded target group")
+                    yield unknown(
+                        listener,
+                        f"{actions_property(listener)}.ForwardConfig.TargetGroups",
+                        "stickiness.enabled of a forwarded target group",
+                    )
                 continue
             if unresolved(forward.group_stickiness):
-                yield Unknown(listener, _group_stickiness_key(listener))
+                yield _group_unknown(listener, _group_stickiness_key(listener))
             elif forward.group_stickiness is not True and is_kube(listener):
                 yield Hit(
                     listener,
@@ -250,9 +263,9 @@ def alb006(model: Model) -> Iterator[Result]:
             continue
         s = tg.settings
         if unresolved(s.sticky):
-            yield Unknown(tg, "stickiness.enabled")
+            yield tg_attribute(tg, "stickiness.enabled")
         elif s.sticky is True and unresolved(s.sticky_type):
-            yield Unknown(tg, "stickiness.type")
+            yield tg_attribute(tg, "stickiness.type")
         elif s.sticky is True and s.sticky_type == "app_cookie":
             listener = weighted[0][0]
             via = name(listener) if is_kube(listener) else f"{listener.kind} {listener.id}"
@@ -281,7 +294,7 @@ def alb007(model: Model) -> Iterator[Result]:
         for forward in listener.forwards:
             enabled = forward.group_stickiness
             if unresolved(enabled):
-                yield Unknown(listener, _group_stickiness_key(listener))
+                yield _group_unknown(listener, _group_stickiness_key(listener))
                 continue
             kube = is_kube(listener)
             field = (
@@ -302,7 +315,7 @@ def alb007(model: Model) -> Iterator[Result]:
                     listener, f"{listener.kind} {listener.id} enables target group stickiness without DurationSeconds"
                 )
             elif unresolved(duration):
-                yield Unknown(listener, field)
+                yield _group_unknown(listener, field)
             elif invalid(duration):
                 yield Hit(listener, f"{field}={duration.raw!r} is not an integer{where}")
             elif not 1 <= duration <= MAX_STICKY_SECONDS:
@@ -346,12 +359,12 @@ def alb008(model: Model) -> Iterator[Result]:
             continue
         if unresolved(kind):
             if s.sticky is not False and not invalid(s.sticky):
-                yield Unknown(tg, "stickiness.type")
+                yield tg_attribute(tg, "stickiness.type")
             continue
         if s.family is None:  # Lambda targets: no protocol
             continue
         if unresolved(s.family):
-            yield Unknown(tg, "Protocol")
+            yield unknown(tg, "Protocol")
         elif kind not in _TYPES_BY_FAMILY[s.family]:
             yield Hit(tg, f"stickiness.type={kind} does not fit a {s.protocol} target group{set_in(tg)}")
 
@@ -376,7 +389,7 @@ def alb009(model: Model) -> Iterator[Result]:
         value = lb.settings.idle_timeout
         one = ONE_REPLICA_SEVERITY if fronts_one_replica(model, fronted) else None
         if unresolved(value):
-            yield Unknown(lb, "idle_timeout.timeout_seconds")
+            yield lb_attribute(lb, "idle_timeout.timeout_seconds")
         elif invalid(value):
             yield Hit(lb, rejected("idle_timeout.timeout_seconds", value) + set_in(lb, "load-balancer"), branch)
         elif isinstance(value, int) and value < 120:
@@ -410,7 +423,7 @@ def alb010(model: Model) -> Iterator[Result]:
         value = lb.settings.access_logs
         one = ONE_REPLICA_SEVERITY if fronts_one_replica(model, fronted) else None
         if unresolved(value):
-            yield Unknown(lb, "access_logs.s3.enabled")
+            yield lb_attribute(lb, "access_logs.s3.enabled")
         elif invalid(value):
             yield Hit(lb, rejected("access_logs.s3.enabled", value) + set_in(lb, "load-balancer"), branch)
         elif value is not True:
@@ -450,17 +463,17 @@ def alb011(model: Model) -> Iterator[Result]:
         if s.family != "alb":
             continue
         if unresolved(s.sticky):
-            yield Unknown(tg, "stickiness.enabled")
+            yield tg_attribute(tg, "stickiness.enabled")
             continue
         if s.sticky is not True or invalid(s.sticky_type):
             continue
         if unresolved(s.sticky_type):
-            yield Unknown(tg, "stickiness.type")
+            yield tg_attribute(tg, "stickiness.type")
             continue
         duration = s.cookie_duration
         key = f"stickiness.{s.sticky_type}.duration_seconds"
         if unresolved(duration):
-            yield Unknown(tg, key)
+            yield tg_attribute(tg, key)
         elif isinstance(duration, int) and 1 <= duration < threshold:
             if s.sticky_type == "app_cookie":
                 cut = f"a turn that comes more than {duration} s after the session's last response is routed anew"
@@ -506,9 +519,9 @@ def alb012(model: Model) -> Iterator[Result]:
             continue
         if unresolved(port):
             if s.sticky is True:
-                yield Unknown(tg, "TargetControlPort")
+                yield unknown(tg, "TargetControlPort")
         elif unresolved(s.sticky):
-            yield Unknown(tg, "stickiness.enabled")
+            yield tg_attribute(tg, "stickiness.enabled")
         elif s.sticky is True:
             yield Hit(
                 tg,

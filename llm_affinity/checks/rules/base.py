@@ -3,8 +3,10 @@ Prowler describe theirs (id, title, severity, layer, failure mode, rationale, re
 docs URL).
 
 A rule is a generator over a :class:`~llm_affinity.checks.model.Model` that yields
-:class:`Hit` (a finding on a resource) or :class:`Unknown` (a value it needed but could not
-see). It never parses a template and never calls an SDK.
+:class:`Hit` (a finding on a resource) or :class:`~llm_affinity.checks.unknowns.Unknown` (a
+value it needed but could not see, made with :func:`unknown`, :func:`tg_attribute` or
+:func:`lb_attribute`: the runner names the rule). It never parses a template and never calls
+an SDK.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from ..model import Model, Resource
 from ..model import Settings as Settings  # the thresholds live with the model that carries them
 from ..severity import SEVERITIES as SEVERITIES  # re-exported: the rules' public names
 from ..severity import SEVERITY_RANK as SEVERITY_RANK
+from ..unknowns import Unknown as Unknown  # what a rule yields for a value it could not see
+from ..unknowns import lb_attribute as lb_attribute
+from ..unknowns import tg_attribute as tg_attribute
+from ..unknowns import unknown as unknown
 
 #: ``meta`` is for rules about the tool's own input (SUP001: suppressions).
 LAYERS = ("routing", "engine", "tool-session", "meta")
@@ -61,12 +67,9 @@ class Hit:
     #: This finding's severity when it differs from the rule's (only ever lower: ALB009, ALB010
     #: and FLEET008 are ``info`` on a fleet that can hold one replica; docs/contract.md).
     severity: str | None = None
-
-
-@dataclass(frozen=True)
-class Unknown:
-    resource: Resource
-    value: str  # which value could not be resolved, e.g. "stickiness.enabled"
+    #: The message already says why its target group serves inference (``tg.serving.reason``):
+    #: the runner does not add it again when it names the template the evidence comes from.
+    cites_serving: bool = False
 
 
 Result = Union[Hit, Unknown]

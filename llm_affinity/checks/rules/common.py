@@ -141,3 +141,33 @@ def replicas_behind(model: Model, tg: TargetGroup) -> Any:
     the sum of the workloads' ceilings the source set); ``None`` for a target group with no
     workload behind it (templates, live accounts)."""
     return tg.max_replicas if model.workloads_for(tg) else None
+
+
+#: Where a Kubernetes object's replica count is read (its autoscaler's maxReplicas otherwise).
+REPLICAS_PROPERTY = "spec.replicas"
+#: Where a Kubernetes workload's or router's container command line and environment are read.
+CONTAINERS_PROPERTY = "spec.template.spec.containers"
+
+
+def launch_property(resource: Resource) -> str:
+    """Where what ``resource``'s compute runs is written: the user data of an Auto Scaling
+    group's launch template (or of an EC2 instance), an ECS task definition's container
+    definitions, a Kubernetes pod template's containers. Unknowns read from it are ``launched``."""
+    if resource.kube is not None:
+        return CONTAINERS_PROPERTY
+    if resource.type == "AWS::ECS::Service":
+        return "ContainerDefinitions"
+    return "UserData"
+
+
+def instances_property(resource: Resource) -> str:
+    """Where the number of instances behind ``resource`` is read: an Auto Scaling group's
+    MaxSize, an ECS service's DesiredCount, a target group's Targets."""
+    return {"AWS::AutoScaling::AutoScalingGroup": "MaxSize", "AWS::ECS::Service": "DesiredCount"}.get(
+        resource.type, "Targets"
+    )
+
+
+def actions_property(resource: Resource) -> str:
+    """The actions list of a listener (``DefaultActions``) or a listener rule (``Actions``)."""
+    return "Actions" if resource.type == "AWS::ElasticLoadBalancingV2::ListenerRule" else "DefaultActions"

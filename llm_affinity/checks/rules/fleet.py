@@ -12,14 +12,17 @@ from ...common.definitions import K8S_PREFIX, ROLE_OTHER, ROLE_TAG, ROUTER_TAG
 from ..kvshare import target_group_shares
 from ..model import Fleet, Model, Resource, Service, TargetGroup, Unresolved, Workload
 from ..replicas import several, single
-from .base import Hit, Result, Unknown, rule
+from ..unknowns import NOT_IN_INPUTS
+from .base import Hit, Result, rule, tg_attribute, unknown
 from .common import (
     DOCS_ALB_STICKY,
     DOCS_ALB_TG,
     ONE_REPLICA_SEVERITY,
+    REPLICAS_PROPERTY,
     inference_target_groups,
     invalid,
     is_kube,
+    launch_property,
     name,
     rejected,
     set_in,
@@ -86,13 +89,16 @@ LOAD_ALARM_PATTERN = re.compile(
     docs=DOCS_ALB_STICKY,
 )
 def fleet001(model: Model) -> Iterator[Result]:
-    for resource, value in model.serving_unknowns:
-        yield Unknown(resource, value)
+    yield from model.serving_unknowns
     yield from _undecided_fronts(model)
     computes: list[Fleet | Service] = [*model.fleets, *model.services]
     for compute in computes:  # serves LLM inference into a group we cannot see
         if compute.inference and any(unresolved(t) for t in compute.target_group_ids) and not single(model, compute):
-            yield Unknown(compute, "TargetGroupARNs" if isinstance(compute, Fleet) else "LoadBalancers TargetGroupArn")
+            yield (
+                unknown(compute, "TargetGroupARNs")
+                if isinstance(compute, Fleet)
+                else unknown(compute, "LoadBalancers", "LoadBalancers TargetGroupArn")
+            )
     for resource, verdict in model.silenced:  # recorded as suppressed (serving.SILENCING_RULE)
         branch = f" when {verdict.when}" if verdict.when else ""
         tag = f"annotated {K8S_PREFIX}role: {ROLE_OTHER}" if is_kube(resource) else f"tagged {ROLE_TAG}={ROLE_OTHER}"
@@ -103,16 +109,18 @@ def fleet001(model: Model) -> Iterator[Result]:
     for tg in inference_target_groups(model):
         sticky = tg.settings.sticky
         if unresolved(sticky):
-            yield Unknown(tg, "stickiness.enabled")
+            yield tg_attribute(tg, "stickiness.enabled")
             continue
         if sticky is True:
             continue
         capacity = several(model, tg)
         pods = tg.max_replicas if tg.backend is not None else None  # Kubernetes manifests: the pods behind it
         if capacity is None and tg.backend is not None:
-            yield Unknown(tg, REPLICAS)
+            yield unknown(tg, REPLICAS_PROPERTY, REPLICAS)
         elif capacity is None:
-            yield Unknown(tg, "number of instances (Auto Scaling group MaxSize, ECS DesiredCount or targets)")
+            yield unknown(
+                tg, "Targets", "number of instances (Auto Scaling group MaxSize, ECS DesiredCount or targets)"
+            )
         elif capacity:
             yield from _non_sticky(model, tg, pods)
 
@@ -124,32 +132,34 @@ def _non_sticky(model: Model, tg: Any, pods: Any) -> Iterator[Result]:
     if shares is True:
         return
     if isinstance(shares, Unresolved):
-        yield Unknown(tg, f"LMCache remote backend: {shares.why}")
+        yield unknown(tg, launch_property(tg), f"LMCache remote backend: {shares.why}", launched=True)
     elif isinstance(pods, int):  # Kubernetes manifests: the pods behind it
         yield Hit(
             tg,
             f"inference target group {name(tg)} sends a session's requests to any of up to "
             f"{pods} pods: stickiness is off{set_in(tg)} ({tg.serving.reason})",
             when(tg),
+            cites_serving=True,
         )
     else:
         yield Hit(
             tg,
             f"inference target group {name(tg)} can hold several instances but stickiness is off ({tg.serving.reason})",
             when(tg),
+            cites_serving=True,
         )
 
 
 def _undecided_fronts(model: Model) -> Iterator[Result]:
     """Kubernetes fronts that could not be decided (an Ingress of a class not among the
     inputs), listed when an LLM server that may hold several pods is behind them."""
-    for resource, value, workload_ids in model.unknown_fronts:
+    for front, workload_ids in model.unknown_fronts:
         for workload_id in workload_ids:
             if any(
                 w.evidence and w.evidence.llm and not single(model, w)
-                for w in model.workloads_by_id(workload_id, resource)
+                for w in model.workloads_by_id(workload_id, front.resource)
             ):
-                yield Unknown(resource, value)
+                yield front
                 break
 
 
@@ -171,7 +181,7 @@ def fleet002(model: Model) -> Iterator[Result]:
         if tg.tag(ROUTER_TAG) != "prefix-aware":
             continue
         if unresolved(tg.settings.sticky):
-            yield Unknown(tg, "stickiness.enabled")
+            yield tg_attribute(tg, "stickiness.enabled")
         elif tg.settings.sticky is not True:
             yield Hit(
                 tg, f"inference target group {tg.id} relies on a prefix-aware router with no stickiness", when(tg)
@@ -243,14 +253,14 @@ def fleet004(model: Model) -> Iterator[Result]:
     for tg in _sticky_inference_tgs(model, spreading=True):
         s = tg.settings
         if unresolved(s.family):
-            yield Unknown(tg, "Protocol")
+            yield unknown(tg, "Protocol")
             continue
         if s.family != "alb":
             continue
         if unresolved(s.sticky):
-            yield Unknown(tg, "stickiness.enabled")
+            yield tg_attribute(tg, "stickiness.enabled")
         elif unresolved(s.algorithm):
-            yield Unknown(tg, "load_balancing.algorithm.type")
+            yield tg_attribute(tg, "load_balancing.algorithm.type")
         elif s.algorithm == "round_robin":
             yield Hit(tg, f"sticky inference target group {name(tg)} uses round_robin{set_in(tg)}", when(tg))
 
@@ -303,9 +313,11 @@ def fleet005(model: Model) -> Iterator[Result]:
         if any(a.location.region in (None, region) for a in watched):
             continue
         if not model.alarms_known:
-            yield Unknown(resource, "CloudWatch alarms")
+            yield unknown(resource, "AWS::CloudWatch::Alarm", "CloudWatch alarms", reason=NOT_IN_INPUTS)
         elif isinstance(resource, Workload) and unresolved(resource.max_replicas):
-            yield Unknown(resource, REPLICAS)  # one pod, or several: no harm to name until it is known
+            yield unknown(
+                resource, REPLICAS_PROPERTY, REPLICAS
+            )  # one pod, or several: no harm to name until it is known
         elif isinstance(resource, Workload):
             yield Hit(
                 resource,
@@ -336,11 +348,11 @@ def fleet005(model: Model) -> Iterator[Result]:
 def fleet006(model: Model) -> Iterator[Result]:
     for tg in _sticky_inference_tgs(model):
         if unresolved(tg.settings.sticky):
-            yield Unknown(tg, "stickiness.enabled")
+            yield tg_attribute(tg, "stickiness.enabled")
             continue
         delay = tg.settings.deregistration_delay
         if unresolved(delay):
-            yield Unknown(tg, "deregistration_delay.timeout_seconds")
+            yield tg_attribute(tg, "deregistration_delay.timeout_seconds")
         elif invalid(delay):
             yield Hit(tg, rejected("deregistration_delay.timeout_seconds", delay) + set_in(tg))
         elif delay < 60:
@@ -378,13 +390,13 @@ def fleet007(model: Model) -> Iterator[Result]:
         if isinstance(low, int) and isinstance(high, int) and low >= high:
             continue  # MinSize = MaxSize: nothing scales in
         if not isinstance(high, int) or not isinstance(low, int):
-            yield Unknown(fleet, "MaxSize" if not isinstance(high, int) else "MinSize")
+            yield unknown(fleet, "MaxSize" if not isinstance(high, int) else "MinSize")
             continue
         transitions = [t.strip() if isinstance(t, str) else t for t in fleet.lifecycle_transitions]
         if TERMINATING in transitions:
             continue
         if any(unresolved(t) for t in transitions):
-            yield Unknown(fleet, "lifecycle hooks")
+            yield unknown(fleet, "LifecycleHookSpecificationList", "lifecycle hooks")
         else:
             yield Hit(
                 fleet,
@@ -448,12 +460,12 @@ def _health(fleet: Fleet, severity: str | None) -> Iterator[Result]:
     problems: list[str] = []
     kind = fleet.health_check_type
     if unresolved(kind):
-        yield Unknown(fleet, "HealthCheckType")
+        yield unknown(fleet, "HealthCheckType")
     elif isinstance(kind, str) and "ELB" not in {p.strip() for p in kind.split(",")}:
         problems.append(f"uses HealthCheckType={kind}, not ELB")
     grace = fleet.health_check_grace_period
     if unresolved(grace):
-        yield Unknown(fleet, "HealthCheckGracePeriod")
+        yield unknown(fleet, "HealthCheckGracePeriod")
     elif isinstance(grace, int) and grace < 300:
         problems.append(f"has HealthCheckGracePeriod={grace} s (< 300)")
     if problems:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..model import McpGateway, Model
-from .base import Hit, Result, Unknown, rule
+from .base import Hit, Result, rule, tg_attribute, unknown
 from .common import spreading_target_groups, unresolved, when
 
 DOCS_GW_SESSIONS = "https://docs.aws.amazon.com/bedrock-agentcore/latest/devguide/gateway-sessions.html"
@@ -36,11 +36,13 @@ def _with_sessions(model: Model) -> Iterator[tuple[McpGateway, bool | None]]:
 def gw001(model: Model) -> Iterator[Result]:
     for gw, state in _with_sessions(model):
         if state is None:
-            yield Unknown(gw, "ProtocolConfiguration.Mcp.SessionConfiguration")
+            yield unknown(gw, "ProtocolConfiguration.Mcp.SessionConfiguration")
             continue
         value = gw.session_timeout
         if unresolved(value):
-            yield Unknown(gw, "SessionTimeoutInSeconds")
+            yield unknown(
+                gw, "ProtocolConfiguration.Mcp.SessionConfiguration.SessionTimeoutInSeconds", "SessionTimeoutInSeconds"
+            )
         elif not isinstance(value, int):
             yield Hit(gw, f"gateway {gw.id} SessionTimeoutInSeconds={value.raw!r} is not a whole number of seconds")
         elif not 900 <= value <= 28800:
@@ -63,7 +65,7 @@ def gw002(model: Model) -> Iterator[Result]:
         if state is None:
             continue
         if unresolved(gw.authorizer_type):
-            yield Unknown(gw, "AuthorizerType")
+            yield unknown(gw, "AuthorizerType")
         elif gw.authorizer_type == "NONE":
             yield Hit(gw, f"gateway {gw.id} enables MCP sessions with AuthorizerType NONE")
 
@@ -86,7 +88,7 @@ def gw003(model: Model) -> Iterator[Result]:
             continue
         for tg in spreading_target_groups(model):
             if unresolved(tg.settings.sticky):
-                yield Unknown(tg, "stickiness.enabled")
+                yield tg_attribute(tg, "stickiness.enabled")
             elif tg.settings.sticky is not True:
                 yield Hit(
                     gw,
@@ -119,7 +121,7 @@ def gw004(model: Model) -> Iterator[Result]:
                 continue
             duration = tg.settings.cookie_duration
             if unresolved(duration):
-                yield Unknown(tg, "stickiness duration")
+                yield unknown(tg, "TargetGroupAttributes.stickiness", "stickiness duration")
             elif isinstance(duration, int) and duration < timeout:
                 yield Hit(
                     gw,

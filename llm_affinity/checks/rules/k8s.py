@@ -13,8 +13,17 @@ from ...common.definitions import PRODUCTION_STACK_ROUTER as PRODUCTION_STACK
 from ..kvshare import all_share
 from ..model import Model, Router, TargetGroup, Workload
 from ..replicas import single
-from .base import Hit, Result, Unknown, rule
-from .common import inference_target_groups, is_kube, name, replicas_behind, unresolved, when
+from .base import Hit, Result, rule, tg_attribute, unknown
+from .common import (
+    CONTAINERS_PROPERTY,
+    REPLICAS_PROPERTY,
+    inference_target_groups,
+    is_kube,
+    name,
+    replicas_behind,
+    unresolved,
+    when,
+)
 from .fleet import REPLICAS, workload_caching_off
 
 DOCS_TARGET_TYPE = (
@@ -59,13 +68,13 @@ def k8s001(model: Model) -> Iterator[Result]:
             continue
         pods = _pods(model, tg)
         if unresolved(pods):
-            yield Unknown(tg, REPLICAS)
+            yield unknown(tg, REPLICAS_PROPERTY, REPLICAS)
             continue
         if not isinstance(pods, int) or pods <= 1:
             continue
         policy = backend.external_traffic_policy
         if unresolved(policy):
-            yield Unknown(tg, f"externalTrafficPolicy of {backend.service}")
+            yield unknown(tg, "spec.externalTrafficPolicy", f"externalTrafficPolicy of {backend.service}")
             continue
         if policy != "Cluster":
             continue  # Local: a node sends to its own pods only
@@ -105,19 +114,19 @@ def k8s002(model: Model) -> Iterator[Result]:
             continue
         target_type = tg.settings.target_type
         if unresolved(target_type):
-            yield Unknown(tg, "target type")
+            yield unknown(tg, "TargetType", "target type")
             continue
         if target_type != "instance":
             continue
         client_ip = backend.client_ip_preserved
         if unresolved(client_ip):
-            yield Unknown(tg, "preserve_client_ip.enabled")
+            yield tg_attribute(tg, "preserve_client_ip.enabled")
             continue
         if client_ip is True or single(model, tg):
             continue
         pods = _pods(model, tg)
         if unresolved(pods):
-            yield Unknown(tg, REPLICAS)
+            yield unknown(tg, REPLICAS_PROPERTY, REPLICAS)
             continue
         through = (
             "an ALB (a proxy: pods never see client addresses)"
@@ -179,19 +188,21 @@ def k8s003(model: Model) -> Iterator[Result]:
         skip = _shares_kv if logic == "roundrobin" else None
         count, group = _largest_model_group(engines, router, skip)
         if unresolved(count):
-            yield Unknown(
-                router, "engines (replicas, or --k8s-label-selector / --static-backends not among the inputs)"
+            yield unknown(
+                router,
+                REPLICAS_PROPERTY,
+                "engines (replicas, or --k8s-label-selector / --static-backends not among the inputs)",
             )
             continue
         if count <= 1:
             continue
         shares = all_share(list(group))[0] if logic == "roundrobin" and group else False
         if unresolved(shares):
-            yield Unknown(router, f"LMCache remote backend: {shares.why}")
+            yield unknown(router, CONTAINERS_PROPERTY, f"LMCache remote backend: {shares.why}", launched=True)
             continue
         names = ", ".join(dict.fromkeys(f"{w.kind} {w.namespace}/{w.name}" for w in group)) or "--static-backends"
         if logic is None:
-            yield Unknown(router, "--routing-logic")
+            yield unknown(router, f"{CONTAINERS_PROPERTY}.args", "--routing-logic")
         elif logic == "roundrobin":
             yield Hit(
                 router,
@@ -294,25 +305,29 @@ def k8s004(model: Model) -> Iterator[Result]:
         if not workload.inference or not is_kube(workload) or _waits(workload):
             continue
         if unresolved(workload.max_replicas):
-            yield Unknown(workload, REPLICAS)
+            yield unknown(workload, REPLICAS_PROPERTY, REPLICAS)
             continue
         if single(model, workload):
             continue
         grace = workload.grace_period
         if unresolved(grace):
-            yield Unknown(workload, "terminationGracePeriodSeconds")
+            yield unknown(workload, "spec.template.spec.terminationGracePeriodSeconds", "terminationGracePeriodSeconds")
             continue
         need, why = GENERATION_SECONDS, f"a long generation ({GENERATION_SECONDS} s)"
-        unknown = False
+        undecided = False
         for tg_id in workload.target_group_ids:
             for tg in model.target_groups_by_id(tg_id, workload):
                 delay = tg.settings.deregistration_delay
                 if unresolved(delay):
-                    yield Unknown(workload, f"deregistration_delay.timeout_seconds of target group {tg.id}")
-                    unknown = True
+                    yield unknown(
+                        workload,
+                        "TargetGroupAttributes.deregistration_delay.timeout_seconds",
+                        f"deregistration_delay.timeout_seconds of target group {tg.id}",
+                    )
+                    undecided = True
                 elif isinstance(delay, int) and delay > need:
                     need, why = delay, f"the deregistration delay of target group {name(tg)} ({delay} s)"
-        if unknown or not isinstance(grace, int) or grace >= need:
+        if undecided or not isinstance(grace, int) or grace >= need:
             continue
         yield Hit(
             workload,

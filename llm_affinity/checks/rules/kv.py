@@ -19,8 +19,20 @@ from typing import Any, Iterator
 from ..kvshare import KvUser, kv_of, kv_users, reachability, store_for, target_group_shares
 from ..model import KvRemote, KvStore, Model, Resource, Unresolved, Workload
 from ..replicas import several
-from .base import Hit, Result, Unknown, rule
-from .common import DOCS_ALB_STICKY, is_kube, name, set_in, spreading_target_groups, unresolved, when
+from ..unknowns import NOT_IN_INPUTS
+from .base import Hit, Result, Unknown, rule, unknown
+from .common import (
+    DOCS_ALB_STICKY,
+    REPLICAS_PROPERTY,
+    instances_property,
+    is_kube,
+    launch_property,
+    name,
+    set_in,
+    spreading_target_groups,
+    unresolved,
+    when,
+)
 from .fleet import REPLICAS
 from .k8s import shared_kv_group
 
@@ -74,10 +86,10 @@ def kv001(model: Model) -> Iterator[Result]:
         if shares is True:
             continue
         if isinstance(shares, Unresolved):
-            yield Unknown(user.resource, f"LMCache remote backend: {shares.why}")
+            yield _launched(user, f"LMCache remote backend: {shares.why}")
             continue
         if user.several is None:
-            yield Unknown(user.resource, REPLICAS if user.pods else INSTANCES)
+            yield _count_unknown(user)
             continue
         remote = _remote(user)
         rid, connector = name(user.resource), user.kv.connector
@@ -99,6 +111,18 @@ def kv001(model: Model) -> Iterator[Result]:
         )
 
 
+def _count_unknown(user: KvUser) -> Unknown:
+    """The number of replicas (pods) or instances of a KV user, unknown."""
+    if user.pods:
+        return unknown(user.resource, REPLICAS_PROPERTY, REPLICAS)
+    return unknown(user.resource, instances_property(user.resource), INSTANCES)
+
+
+def _launched(user: KvUser, detail: str) -> Unknown:
+    """An unknown read from what ``user``'s compute launches (LMCache's settings)."""
+    return unknown(user.resource, launch_property(user.resource), detail, launched=True)
+
+
 def _of_other_file(resource: Resource, other: Resource, what: str) -> str:
     """`` (<what> of <file>)`` when ``other`` lives in another template than ``resource`` (a
     multi-stack app: the store in one stack, the fleet in another): a finding names both files."""
@@ -112,7 +136,7 @@ def _store_problems(store: KvStore, user: KvUser) -> Iterator[Result]:
     problems: list[str] = []
     transit = store.transit_encryption
     if isinstance(transit, Unresolved):
-        yield Unknown(store, "TransitEncryptionEnabled")
+        yield unknown(store, "TransitEncryptionEnabled")
     elif transit is not True:
         problems.append(
             "TransitEncryptionEnabled off (KV blocks, the attention state of users' prompts, cross the network "
@@ -121,7 +145,7 @@ def _store_problems(store: KvStore, user: KvUser) -> Iterator[Result]:
     auth = [store.auth_token, store.user_groups]
     if True not in auth:
         if any(isinstance(a, Unresolved) for a in auth):
-            yield Unknown(store, "AuthToken / UserGroupIds")
+            yield unknown(store, "AuthToken", "AuthToken / UserGroupIds")
         else:
             missing = (
                 "no RBAC user group (UserGroupId)"
@@ -142,12 +166,12 @@ def _client_problems(user: KvUser, remote: KvRemote, check_credentials: bool) ->
     model holds) credentials; a backend that authenticates no client is said once."""
     problems: list[str] = []
     if isinstance(remote.tls, Unresolved):
-        yield Unknown(user.resource, f"whether LMCache encrypts its connection to {remote.url}")
+        yield _launched(user, f"whether LMCache encrypts its connection to {remote.url}")
     elif remote.tls is False:
         problems.append("without TLS" if remote.can_authenticate else "without TLS or authentication")
     if check_credentials and remote.can_authenticate:
         if isinstance(remote.credentials, Unresolved):
-            yield Unknown(user.resource, f"whether LMCache authenticates to {remote.url}")
+            yield _launched(user, f"whether LMCache authenticates to {remote.url}")
         elif remote.credentials is False:
             problems.append("without credentials (the store accepts unauthenticated clients)")
     if problems:
@@ -195,14 +219,14 @@ def kv002(model: Model) -> Iterator[Result]:
     for user in kv_users(model):
         remote = _remote(user)
         if isinstance(user.kv.remote, Unresolved):
-            yield Unknown(user.resource, f"LMCache remote backend: {user.kv.remote.why}")
+            yield _launched(user, f"LMCache remote backend: {user.kv.remote.why}")
         if remote is None or remote.shared is False:
             continue  # no remote backend, or one on the instance (KV001): nothing crosses the network
         store = store_for(model, remote, user.resource)
         if isinstance(store, KvStore):
             yield from _store_problems(store, user)
         elif isinstance(store, Unresolved):
-            yield Unknown(user.resource, f"the store behind {remote.url}: {store.why}")
+            yield _launched(user, f"the store behind {remote.url}: {store.why}")
         yield from _client_problems(user, remote, check_credentials=store is None)
 
 
@@ -236,13 +260,21 @@ def kv003(model: Model) -> Iterator[Result]:
             continue
         store = store_for(model, remote, user.resource)
         if store is None:
-            yield Unknown(user.resource, f"security groups of the store behind {remote.url} (not in this model)")
+            yield unknown(
+                user.resource,
+                "AWS::EC2::SecurityGroup",
+                f"security groups of the store behind {remote.url} (not in this model)",
+                reason=NOT_IN_INPUTS,
+                launched=True,
+            )
             continue
         if isinstance(store, Unresolved):
             continue  # KV002 lists it
         reach, why = reachability(model, user.groups, store, user.resource)
         if isinstance(reach, Unresolved):
-            yield Unknown(user.resource, f"whether {user.resource.id} reaches {store.id}: {reach.why}")
+            yield unknown(
+                user.resource, "SecurityGroups", f"whether {user.resource.id} reaches {store.id}: {reach.why}"
+            )
         elif reach is False:
             groups = ", ".join(str(g) for g in user.groups)
             yield Hit(

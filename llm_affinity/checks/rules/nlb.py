@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..model import Model, TargetGroup
-from .base import Hit, Result, Unknown, rule
+from .base import Hit, Result, lb_attribute, rule, tg_attribute, unknown
 from .common import (
     DOCS_NLB_CROSS_ZONE,
     DOCS_NLB_TG,
@@ -39,13 +39,13 @@ def nlb001(model: Model) -> Iterator[Result]:
         if s.protocol != "TLS" and not unresolved(s.protocol):
             continue
         if unresolved(s.sticky):
-            yield Unknown(tg, "stickiness.enabled")
+            yield tg_attribute(tg, "stickiness.enabled")
         elif s.sticky is True:
             if s.protocol == "TLS":
                 how = f" ({NLB_ANNOTATION}backend-protocol: ssl with a certificate)" if is_kube(tg) else ""
                 yield Hit(tg, f"target group {name(tg)} uses the TLS protocol{how} with stickiness enabled{set_in(tg)}")
             else:
-                yield Unknown(tg, "Protocol")
+                yield unknown(tg, "Protocol")
 
 
 def _sticky_source_ip_inference(model: Model) -> Iterator[tuple[TargetGroup, bool | None]]:
@@ -78,12 +78,12 @@ def _sticky_source_ip_inference(model: Model) -> Iterator[tuple[TargetGroup, boo
 def nlb002(model: Model) -> Iterator[Result]:
     for tg, state in _sticky_source_ip_inference(model):
         if state is None:
-            yield Unknown(tg, "stickiness.enabled")
+            yield tg_attribute(tg, "stickiness.enabled")
             continue
         for lb in model.load_balancers_for(tg):
             scheme = lb.settings.scheme
             if unresolved(scheme):
-                yield Unknown(lb, "Scheme")
+                yield unknown(lb, "Scheme")
             elif scheme == "internet-facing":
                 scheme_note = f" ({NLB_ANNOTATION}scheme: internet-facing)" if is_kube(lb) else ""
                 yield Hit(
@@ -113,11 +113,11 @@ def nlb002(model: Model) -> Iterator[Result]:
 def nlb003(model: Model) -> Iterator[Result]:
     for tg, state in _sticky_source_ip_inference(model):
         if state is None:
-            yield Unknown(tg, "stickiness.enabled")
+            yield tg_attribute(tg, "stickiness.enabled")
             continue
         setting = tg.settings.cross_zone
         if unresolved(setting):
-            yield Unknown(tg, "load_balancing.cross_zone.enabled")
+            yield tg_attribute(tg, "load_balancing.cross_zone.enabled")
         elif setting == "false":
             yield Hit(
                 tg,
@@ -128,11 +128,15 @@ def nlb003(model: Model) -> Iterator[Result]:
         elif setting == "use_load_balancer_configuration":
             lbs = model.load_balancers_for(tg)
             if not lbs:
-                yield Unknown(tg, "load balancer load_balancing.cross_zone.enabled")
+                yield unknown(
+                    tg,
+                    "LoadBalancerAttributes.load_balancing.cross_zone.enabled",
+                    "load balancer load_balancing.cross_zone.enabled",
+                )
             for lb in lbs:
                 lb_setting = lb.settings.cross_zone
                 if unresolved(lb_setting):
-                    yield Unknown(lb, "load_balancing.cross_zone.enabled")
+                    yield lb_attribute(lb, "load_balancing.cross_zone.enabled")
                 elif invalid(lb_setting):
                     yield Hit(
                         lb, rejected("load_balancing.cross_zone.enabled", lb_setting) + set_in(lb, "load-balancer")

@@ -37,6 +37,7 @@ from ...common.files import (
     stat_path,
 )
 from ...common.text import printable
+from ...common.text import unexpected as unexpected  # re-exported: lint names it from here
 from ..assemble import finish
 from ..model import Model, ModelError
 from .cfn import MODELLED, model_from_template
@@ -235,12 +236,6 @@ def _merged(models: list[Model]) -> Model:
         merged.foreign_sg_rules += m.foreign_sg_rules
     merged.attach_foreign_sg_rules()
     return merged
-
-
-def unexpected(exc: BaseException, doing: str) -> str:
-    """One line for a failure nobody foresaw: what, while doing what."""
-    detail = " ".join(str(exc).split())[:200]
-    return f"unexpected failure {doing} ({type(exc).__name__}{': ' + detail if detail else ''})"
 
 
 def _load_one(path: str, out: Loaded) -> None:

@@ -108,7 +108,7 @@ def _localize(model: Model) -> None:
             for fw in ls.forwards
         ]
     model.unknown_fronts = [
-        (front, value, [rel(workloads, w, front) for w in ids]) for front, value, ids in model.unknown_fronts
+        (front, [rel(workloads, w, front.resource) for w in ids]) for front, ids in model.unknown_fronts
     ]
 
 

@@ -36,6 +36,7 @@ from ...model import (
     TargetGroup,
     Unresolved,
 )
+from ...unknowns import NOT_IN_INPUTS, unknown
 from ..manifests import KubeObject
 from .annotations import (
     ALB,
@@ -131,9 +132,8 @@ def _undecided(ing: KubeObject, name: str | None, cat: Catalog, pods: Pods, mode
         behind += [w.id for w in selected_workloads(service, pods) if w.id not in behind]
     if behind:
         resource = Resource(id=ing.ident, location=location(ing), kube=KubeOrigin(ing.label, "ingress", object=True))
-        model.unknown_fronts.append(
-            (resource, f"ingressClassName {name} (an IngressClass not among the inputs)", behind)
-        )
+        detail = f"ingressClassName {name} (an IngressClass not among the inputs)"
+        model.unknown_fronts.append((unknown(resource, "spec.ingressClassName", detail, reason=NOT_IN_INPUTS), behind))
 
 
 def _backends(ing: KubeObject) -> list[tuple[str, Any]]:
