@@ -417,7 +417,11 @@ def test_cdk_ls_uses_the_project_venv_without_activation(tmp_path):
     shell whose PATH has no venv (docs/constructs.md, "CDK CLI")."""
     work, env = _project_without_credentials(tmp_path)
     (work / ".venv").symlink_to(ROOT / ".venv")
-    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+    # a plain shell's PATH, plus wherever the CDK CLI itself lives (.ci/run installs it into
+    # .ci/node/bin when there is no global one): never the venv's bin/
+    cdk_bin = Path(str(shutil.which("cdk"))).parent
+    assert cdk_bin.resolve() != (ROOT / ".venv" / "bin").resolve()
+    env["PATH"] = f"{cdk_bin}:/usr/local/bin:/usr/bin:/bin"
     env.pop("VIRTUAL_ENV", None)
     out = subprocess.run(
         ["cdk", "ls", "--no-notices", "--no-version-reporting"],
