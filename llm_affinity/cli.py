@@ -23,12 +23,12 @@ from .common.commands import (
     EXIT_UNREACHABLE,
     Parser,
     UsageError,
-    add_output_options,
     emit,
+    open_output,
     say,
 )
 
-FORMATS = ("text", "json", "sarif", "junit")
+FORMATS = ("text", "json", "sarif", "junit", "github")
 EVIDENCE_COMMANDS = {
     "probe": "llm_affinity.evidence.cli_probe",
     "sli": "llm_affinity.evidence.cli_sli",
@@ -37,8 +37,51 @@ EVIDENCE_COMMANDS = {
 }
 
 
+def _format(text: str) -> tuple[str, str | None]:
+    """``--format F`` or ``--format F=FILE``."""
+    name, sep, path = text.partition("=")
+    if name not in FORMATS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {', '.join(FORMATS)})")
+    if sep and not path:
+        raise argparse.ArgumentTypeError(f"{text!r}: a file name is expected after '='")
+    return name, (path if sep else None)
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
-    add_output_options(parser, FORMATS)
+    parser.add_argument(
+        "--format",
+        "-f",
+        action="append",
+        type=_format,
+        metavar="FORMAT[=FILE]",
+        help=f"report format, one of {', '.join(FORMATS)} (default: text); repeatable: "
+        "`-f text -f sarif=out.sarif -f junit=out.xml` writes each to its file, the one without "
+        "a file to stdout (or --output)",
+    )
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    parser.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        metavar="RULE_ID",
+        help="run only these rules (repeatable, or comma-separated)",
+    )
+    parser.add_argument(
+        "--severity",
+        action="append",
+        default=[],
+        metavar="RULE=LEVEL",
+        help="report a rule's findings at another severity (error, warning, info; repeatable)",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the config file (default: .llm-affinity.yaml or "
+        "[tool.llm-affinity] in pyproject.toml, looked for from here up to the repository root)",
+    )
+    parser.add_argument(
+        "--print-config", action="store_true", help="print the settings in effect, where each came from, and exit"
+    )
     parser.add_argument(
         "--fail-on",
         choices=tuple(FAIL_ON),
@@ -62,6 +105,17 @@ def _common(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="ALB011: shortest stickiness cookie duration accepted on inference target groups "
         "(default: 900, the shortest AgentCore session)",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="report only findings not in this baseline (the others are counted as baselined; "
+        "entries no finding matches are listed as stale)",
+    )
+    parser.add_argument(
+        "--write-baseline",
+        metavar="FILE",
+        help="write every finding of this run to FILE as a baseline (docs/contract.md 'Baselines')",
     )
 
 
@@ -93,7 +147,14 @@ def build_parser() -> Parser:
         "kind: List), folders holding either, cdk.out folders, and standard input ('-', e.g. "
         "helm template ... | llm-affinity lint -).",
     )
-    lint.add_argument("paths", nargs="+", metavar="PATH", help="a file, a folder, or - for standard input")
+    lint.add_argument("paths", nargs="*", metavar="PATH", help="a file, a folder, or - for standard input")
+    lint.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="skip files and folders whose path (relative to here) or name matches (repeatable)",
+    )
     _common(lint)
 
     audit = sub.add_parser(
@@ -142,6 +203,7 @@ def build_parser() -> Parser:
         cmd = sub.add_parser(name, help=mod.HELP, description=mod.DESCRIPTION)
         mod.add_arguments(cmd)
         cmd.set_defaults(_run=mod.run)
+    parser.set_defaults(_subcommands={"lint": lint, "audit": audit})
     return parser
 
 
@@ -156,6 +218,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_INPUT
     try:
+        if args.command in ("lint", "audit"):
+            sources = _configure(args, list(sys.argv[1:] if argv is None else argv))
+            if args.print_config:
+                from .checks.config import render_config
+
+                sys.stdout.write(render_config(args, sources, args.config_file))
+                return EXIT_OK
         if args.command == "rules":
             return _cmd_rules(args)
         if args.command == "lint":
@@ -176,16 +245,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INPUT
 
 
-def _ignored(args: argparse.Namespace) -> list[str]:
-    out: list[str] = []
-    for item in args.ignore:
-        out += [part.strip().upper() for part in item.split(",") if part.strip()]
-    from .checks.rules import REGISTRY
+def _configure(args: argparse.Namespace, argv: list[str]) -> dict[str, str]:
+    """The config file's settings under the command line's (checks/config.py); returns where
+    each setting came from."""
+    from .checks.config import find_config, load_config, merge
 
-    unknown = [i for i in out if i not in REGISTRY]
-    if unknown:
-        raise UsageError(f"--ignore: no such rule {', '.join(unknown)} (see `llm-affinity rules`)")
-    return out
+    subcommands = args._subcommands
+    path = args.config or find_config()
+    args.config_file = path
+    if path is None:
+        from .checks.config import Config
+
+        sources = merge(args, Config(), subcommands[args.command], argv)
+    else:
+        config = load_config(path, args.command, subcommands)
+        sources = merge(args, config, subcommands[args.command], argv)
+    if args.command == "lint" and not args.paths:
+        raise UsageError(
+            "lint: no PATH given (name one, or set `paths` in the config file; see `llm-affinity lint --help`)"
+        )
+    formats = args.format or [("text", None)]
+    if sum(1 for _, dest in formats if dest is None) > 1:
+        raise UsageError("--format: only one format may go to stdout/--output; give the others a file (-f sarif=FILE)")
+    args.formats = formats
+    return sources
+
+
+def _rules(args: argparse.Namespace) -> list[Any]:
+    from .checks.selection import chosen_rules
+
+    return chosen_rules(args.select, args.ignore)
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -208,18 +297,28 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 def _cmd_lint(args: argparse.Namespace) -> int:
     from .checks.lint import lint_paths
 
-    report = lint_paths(args.paths, ignore=_ignored(args), settings=_settings(args))
-    return _finish(args, report, reached_any=True)
+    rules, settings, baseline = _rules(args), _settings(args), _baseline(args)
+    report = lint_paths(args.paths, rules=rules, settings=settings, exclude=args.exclude)
+    return _finish(args, report, reached_any=True, baseline=baseline)
+
+
+def _baseline(args: argparse.Namespace) -> Any:
+    """The ``--baseline`` file, read before any work (a bad one is a usage error, exit 2)."""
+    if args.baseline is None:
+        return None
+    from .checks.baseline import read_baseline
+
+    return read_baseline(args.baseline)
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    ignore = _ignored(args)
+    rules = _rules(args)
     settings = _settings(args)
+    baseline = _baseline(args)
     if args.max_workers < 1:
         raise UsageError("--max-workers must be at least 1")
     if not (args.timeout > 0 and args.timeout != float("inf")):
         raise UsageError(f"--timeout {args.timeout:g}: must be a number of seconds above 0")
-    from .checks.runner import select_rules
     from .checks.sources.aws import collect, endpoint_url_problem
 
     # a bad endpoint is a usage error before anything is sent (botocore would otherwise fail
@@ -233,7 +332,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
     # a bar on a terminal in text mode; on logs/CI (stderr not a terminal) a line every few
     # seconds; stdout only ever carries the report
-    progress = ("bar" if args.format == "text" else False) if sys.stderr.isatty() else "lines"
+    progress = ("bar" if args.formats == [("text", None)] else False) if sys.stderr.isatty() else "lines"
     result = collect(
         regions=args.region or None,
         all_regions=args.all_regions,
@@ -244,7 +343,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         read_user_data=not args.no_user_data,
     )
-    report = _judge_account(result.models, select_rules(ignore), settings)
+    report = _judge_account(result.models, rules, settings)
     rule_errors = report.errors
     report.errors = [*result.errors, *rule_errors]
     # A service with nothing to read there (not offered in the region) is listed in errors for
@@ -254,7 +353,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     failed += rule_errors
     report.inputs = sorted({*(m.scope for m in result.models)})
     report.extra_coverage = dict(result.coverage)
-    return _finish(args, report, reached_any=result.reached_any, failed_inputs=len(failed))
+    return _finish(args, report, reached_any=result.reached_any, failed_inputs=len(failed), baseline=baseline)
 
 
 def _judge_account(models: list[Any], rules: list[Any], settings: Any) -> Any:
@@ -272,18 +371,25 @@ def _judge_account(models: list[Any], rules: list[Any], settings: Any) -> Any:
         return Report(errors=[ModelError(scope, unexpected(exc, "judging the account"))], rules=list(rules))
 
 
-def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool, failed_inputs: int | None = None) -> int:
-    from .checks.report import RENDERERS, render_text
+def _finish(
+    args: argparse.Namespace, report: Any, *, reached_any: bool, failed_inputs: int | None = None, baseline: Any = None
+) -> int:
     from .checks.rules import SEVERITY_RANK
+    from .checks.selection import apply_severities, severity_overrides
 
+    apply_severities(report, severity_overrides(args.severity))
+    if baseline is not None:
+        from .checks.baseline import apply_baseline
+
+        apply_baseline(report, baseline)
+    if args.write_baseline:
+        from .checks.baseline import write_baseline
+
+        written = write_baseline(report, args.write_baseline)
+        say(f"baseline: {written} finding(s) written to {args.write_baseline}")
     for error in report.errors:  # names and messages come from the input: say() escapes them
         say(f"error: {error.input}: {error.message}")
-    if args.format == "text":
-        color = args.output is None and sys.stdout.isatty() and not args.no_color and "NO_COLOR" not in os.environ
-        text = render_text(report, color=color, verbose=args.verbose)
-    else:
-        text = RENDERERS[args.format](report)
-    emit(text, args.output)
+    _write_reports(args, report)
     if not reached_any:
         return EXIT_UNREACHABLE
     if len(report.errors) if failed_inputs is None else failed_inputs:
@@ -292,6 +398,21 @@ def _finish(args: argparse.Namespace, report: Any, *, reached_any: bool, failed_
     if any(SEVERITY_RANK[f.severity] >= threshold for f in report.findings):
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def _write_reports(args: argparse.Namespace, report: Any) -> None:
+    """Each ``--format`` to its file; the one without a file to --output or stdout."""
+    from .checks.formats import RENDERERS
+    from .checks.report import render_text
+
+    for name, path in args.formats:
+        target = path if path is not None else args.output
+        if name == "text":
+            color = target is None and sys.stdout.isatty() and not args.no_color and "NO_COLOR" not in os.environ
+            text = render_text(report, color=color, verbose=args.verbose)
+        else:
+            text = RENDERERS[name](report)
+        emit(text, open_output(path, "--format") if path is not None else target)
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m llm_affinity.cli`

@@ -12,7 +12,7 @@ FAIL = str(RULE_FIXTURES / "ALB001_fail.yaml")  # one error
 PASS = str(RULE_FIXTURES / "ALB001_pass.yaml")  # nothing
 WARN = str(RULE_FIXTURES / "FLEET006_fail.yaml")  # warnings + info, no error
 JSON_KEYS = {"tool", "version", "findings", "suppressed", "unknown", "errors", "coverage", "summary"}
-FINDING_KEYS = {"rule_id", "severity", "title", "message", "resource", "remediation", "docs"}
+FINDING_KEYS = {"rule_id", "severity", "title", "message", "resource", "remediation", "docs", "fingerprint"}
 RESOURCE_KEYS = {"id", "type", "file", "line", "region"}
 
 

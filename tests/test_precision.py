@@ -12,10 +12,12 @@ from xml.etree import ElementTree as ET
 import pytest
 from conftest import RULE_FIXTURES, lint_json
 
+from llm_affinity.checks.junit import render_junit
 from llm_affinity.checks.lint import lint_paths
-from llm_affinity.checks.report import render_junit, render_text, to_json_dict, to_sarif_dict
+from llm_affinity.checks.report import render_text, to_json_dict
 from llm_affinity.checks.rules import all_rules
 from llm_affinity.checks.runner import evaluate
+from llm_affinity.checks.sarif import to_sarif_dict
 from llm_affinity.checks.sources.inputs import load_paths
 
 SPREADING = [r.id for r in all_rules() if r.spreads_sessions]
@@ -170,12 +172,18 @@ def test_the_lowered_severity_flows_through_every_output(write):
     assert levels == {"ALB009": "note", "ALB010": "note", "FLEET008": "note"}
     defaults = {r["id"]: r["defaultConfiguration"]["level"] for r in sarif["tool"]["driver"]["rules"]}
     assert defaults["ALB009"] == "warning" and defaults["FLEET008"] == "warning"  # the rule keeps its own
-    failures = {
-        c.get("name"): c.find("failure").get("type")
-        for c in ET.fromstring(render_junit(report)).iter("testcase")
-        if c.find("failure") is not None
+    cases = list(ET.fromstring(render_junit(report)).iter("testcase"))
+    assert [c.get("name") for c in cases if c.find("failure") is not None] == []  # info never fails
+    infos = {
+        c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")}
+        for c in cases
+        if c.find("properties") is not None
     }
-    assert failures == {"ALB009 Alb": "info", "ALB010 Alb": "info", "FLEET008 Asg": "info"}
+    assert {name: props["severity"] for name, props in infos.items()} == {
+        "ALB009 Alb": "info",
+        "ALB010 Alb": "info",
+        "FLEET008 Asg": "info",
+    }
     text = render_text(report)
     assert "info    ALB009" in text and "warning" not in text.split("·")[0].replace("0 warning(s)", "")
 

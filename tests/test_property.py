@@ -31,7 +31,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
@@ -41,8 +40,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from llm_affinity.checks.formats import RENDERERS
 from llm_affinity.checks.lint import lint_paths
-from llm_affinity.checks.report import RENDERERS, render_text
+from llm_affinity.checks.report import render_text
 from llm_affinity.checks.sources.template_file import TemplateError, read_template
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -1177,35 +1177,39 @@ def _condition_chain(depth: int, fanout: int, cyclic: bool) -> dict:
     }
 
 
-def _lint_within_5s(path, what: str):
-    """`llm-affinity lint PATH` in a subprocess killed after 5 s, so a regression to
-    exponential time fails the test instead of stalling the suite; returns (process, seconds)."""
-    start = time.perf_counter()
+#: The hang guard of the tests below: 10× the 2 s these inputs take at most on the development
+#: machine (the regressions they guard took 20 s to forever). No test asserts a time: under load
+#: a green run must stay green (docs/benchmarks.md and bench/ measure the speed).
+HANG_GUARD_S = 20
+
+
+def _lint_with_hang_guard(path, what: str):
+    """`llm-affinity lint PATH` in a subprocess killed after :data:`HANG_GUARD_S`, so a regression
+    to exponential time fails the test instead of stalling the suite."""
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "llm_affinity", "lint", str(path), "--format", "json"],
             capture_output=True,
             text=True,
-            timeout=5,
+            timeout=HANG_GUARD_S,
             env=dict(os.environ, NO_COLOR="1"),
         )
     except subprocess.TimeoutExpired:
-        pytest.fail(f"{what} did not finish in 5 s")
-    return proc, time.perf_counter() - start
+        pytest.fail(f"{what} did not finish in {HANG_GUARD_S} s")
+    return proc
 
 
 @pytest.mark.parametrize("depth,fanout,cyclic", [(7, 10, False), (0, 12, True)], ids=["chain-7x10", "self-cycle-12"])
 def test_condition_graphs_stay_fast(depth, fanout, cyclic, tmp_path):
     """Conditions referring to conditions were evaluated without memoisation: the cost was
     fanout ** depth. A 9-line valid template (chain-7x10) took 20–30 s; a self-referencing
-    condition with 12 references never finished. Run in a subprocess with a timeout (5 s)
+    condition with 12 references never finished. Run in a subprocess with a hang guard
     so a regression cannot stall the suite."""
     path = tmp_path / "conditions.json"
     path.write_text(json.dumps(_condition_chain(depth, fanout, cyclic), indent=1), encoding="utf-8")
-    proc, elapsed = _lint_within_5s(path, f"lint of a {depth}-deep, {fanout}-wide condition graph (cyclic={cyclic})")
+    proc = _lint_with_hang_guard(path, f"lint of a {depth}-deep, {fanout}-wide condition graph (cyclic={cyclic})")
     assert proc.returncode in (0, 1, 2), proc.stderr
     assert "internal error" not in proc.stderr
-    assert elapsed < 2, f"{elapsed:.1f} s for a {len(path.read_text())}-byte template"
 
 
 def test_yaml_alias_expansion_is_bounded(tmp_path):
@@ -1223,9 +1227,8 @@ def test_yaml_alias_expansion_is_bounded(tmp_path):
     lines += [f"      l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 7)]
     path = tmp_path / "aliases.yaml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    proc, elapsed = _lint_within_5s(path, f"lint of a {path.stat().st_size}-byte YAML with nested aliases")
+    proc = _lint_with_hang_guard(path, f"lint of a {path.stat().st_size}-byte YAML with nested aliases")
     assert "internal error" not in proc.stderr
-    assert elapsed < 2, f"{elapsed:.1f} s for a {path.stat().st_size}-byte YAML whose aliases expand to 10**7 nodes"
 
 
 @pytest.mark.parametrize("kind", ["aws:cloudformation:stack", "cdk:cloud-assembly"])

@@ -348,8 +348,9 @@ def test_fleet005_silent_when_alarms_could_not_be_read():
 def test_reports_list_only_the_rules_that_ran():
     from xml.etree import ElementTree as ET
 
-    from llm_affinity.checks.report import render_junit, to_sarif_dict
+    from llm_affinity.checks.junit import render_junit
     from llm_affinity.checks.runner import select_rules
+    from llm_affinity.checks.sarif import to_sarif_dict
 
     report = lint_paths([str(_fixture("ALB011_fail"))], ignore=["ALB011", "FLEET005"])
     assert [r.id for r in report.rules] == [r for r in EXPECTED_IDS if r not in ("ALB011", "FLEET005")]

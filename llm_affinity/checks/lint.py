@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Sequence
 
+from .baseline import template_anchors
 from .model import Model, ModelError, Resource
 from .rules import Rule, Settings
 from .runner import Report, evaluate, select_rules
@@ -18,9 +19,11 @@ def lint_paths(
     ignore: Iterable[str] = (),
     rules: Sequence[Rule] | None = None,
     settings: Settings | None = None,
+    exclude: Sequence[str] = (),
 ) -> Report:
-    """Lint every path; unreadable inputs are reported in ``errors`` and the rest still checked."""
-    loaded = load_paths(paths)
+    """Lint every path (but those ``exclude``'s globs match); unreadable inputs are reported in
+    ``errors`` and the rest still checked."""
+    loaded = load_paths(paths, exclude=exclude)
     chosen = list(rules) if rules is not None else select_rules(ignore)
     try:
         report = evaluate(loaded.models, chosen, settings)
@@ -28,6 +31,9 @@ def lint_paths(
         report = _evaluate_each(loaded.models, chosen, settings, loaded.errors, loaded.inputs)
     report.errors = loaded.errors + report.errors  # the inputs' errors, then the rules' failures
     report.inputs = loaded.inputs
+    report.anchors = template_anchors(loaded.models)
+    if loaded.excluded:
+        report.extra_coverage["excluded"] = list(loaded.excluded)
     if loaded.missing_imports:
         fed = _launched_from(loaded.models)
         report.unknown = [_mark_imports(u, loaded.missing_imports, fed) for u in report.unknown]

@@ -1,31 +1,24 @@
-"""Reporters: text (grouped by file, coloured on a terminal), JSON (the shape of docs/contract.md),
-SARIF 2.1.0 (GitHub code scanning) and JUnit XML (CI test tabs).
-
-SARIF and JUnit are written by hand from plain dicts/ElementTree: the available SARIF
-libraries only wrap the same dicts in classes, and the output is validated against the
-official schema in the tests.
-"""
+"""Reporters of text (grouped by file, coloured on a terminal) and JSON (the shape of
+docs/contract.md), the rule catalogue, and the escaping every format shares. The other formats
+have a module each (sarif.py, junit.py, github.py); formats.py maps names to renderers."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import OrderedDict
 from typing import Any, Callable, Iterable
 from xml.etree import ElementTree as ET
 
-from ..common.files import STDIN_NAME
 from ..common.text import escape_match as _escape
 from ..common.text import printable
 from ..common.text import without_lone_surrogates as _without_lone_surrogates
+from .baseline import fingerprint
 from .rules import Rule
 from .runner import Finding, Report
-from .severity import SARIF_LEVEL, SECURITY_SEVERITY
 
 TOOL_NAME = "llm-affinity"
 INFORMATION_URI = "https://github.com/llm-affinity/llm-affinity"
-SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 # --- escaping ------------------------------------------------------------------------------------
@@ -36,59 +29,78 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
-def _version() -> str:
+def version() -> str:
     """The package version, read on first use (reports that carry it; text output does not)."""
     from .. import __version__
 
     return __version__
 
 
-def _without_surrogates(value: Any) -> Any:
+def without_surrogates(value: Any) -> Any:
     """JSON data with every undecodable file-name byte written as a ``\\xNN`` escape (JSON itself
     escapes control characters, but a lone surrogate is not Unicode and strict readers refuse it)."""
     if isinstance(value, str):
         return _without_lone_surrogates(value)
     if isinstance(value, dict):
-        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+        return {without_surrogates(k): without_surrogates(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_without_surrogates(v) for v in value]
+        return [without_surrogates(v) for v in value]
     return value
 
 
-def _xml_text(text: str) -> str:
-    text = _without_lone_surrogates(text)
+def xml_text(text: str) -> str:
+    """``text`` for JUnit: escaped line by line as text output is (controls, CR, 8-bit CSI,
+    bidirectional overrides), so only its own line breaks stay; hence valid XML 1.0 too."""
+    text = "\n".join(printable(line) for line in text.split("\n"))
     return _NOT_XML.sub(_escape, text) if _NOT_XML.search(text) else text
 
 
-def _xml_safe(root: ET.Element) -> None:
+def xml_safe(root: ET.Element) -> None:
     """Escape what XML 1.0 forbids in every text and attribute of the tree."""
     for element in root.iter():
         if element.text:
-            element.text = _xml_text(element.text)
+            element.text = xml_text(element.text)
         for key, value in element.attrib.items():
-            element.attrib[key] = _xml_text(value)
+            element.attrib[key] = xml_text(value)
 
 
 # --- JSON ----------------------------------------------------------------------------------------
 
 
+def _finding_dict(finding: Finding, report: Report) -> dict[str, Any]:
+    """A finding's JSON: its keys, its ``fingerprint`` (checks/baseline.py), then a suppressed
+    finding's ``reason``."""
+    out = finding.as_dict()
+    reason = out.pop("reason", None)
+    out["fingerprint"] = fingerprint(finding, report.anchors)
+    if reason is not None:
+        out["reason"] = reason
+    return out
+
+
 def to_json_dict(report: Report) -> dict[str, Any]:
+    """The JSON report (docs/contract.md); ``baselined`` and ``baseline_stale`` appear when a
+    ``--baseline`` was given."""
     coverage: dict[str, Any] = {"inputs": list(report.inputs), "resources_checked": report.resources_checked}
     coverage.update(report.extra_coverage)
-    return {
+    out: dict[str, Any] = {
         "tool": TOOL_NAME,
-        "version": _version(),
-        "findings": [f.as_dict() for f in report.findings],
-        "suppressed": [f.as_dict() for f in report.suppressed],
+        "version": version(),
+        "findings": [_finding_dict(f, report) for f in report.findings],
+        "suppressed": [_finding_dict(f, report) for f in report.suppressed],
         "unknown": [u.as_dict() for u in report.unknown],
         "errors": [e.as_dict() for e in report.errors],
         "coverage": coverage,
         "summary": report.summary(),
     }
+    if report.baseline_file is not None:
+        out["baselined"] = [_finding_dict(f, report) for f in report.baselined]
+        out["baseline_stale"] = list(report.baseline_stale)
+    return out
 
 
 def render_json(report: Report) -> str:
-    return json.dumps(_without_surrogates(to_json_dict(report)), indent=2, default=str) + "\n"
+    return json.dumps(without_surrogates(to_json_dict(report)), indent=2, default=str) + "\n"
 
 
 # --- text ----------------------------------------------------------------------------------------
@@ -128,6 +140,12 @@ def render_text(report: Report, color: bool = False, verbose: bool = False) -> s
     parts = [f"{summary['error']} error(s)", f"{summary['warning']} warning(s)", f"{summary['info']} info"]
     tail = [
         f"{len(report.suppressed)} suppressed",
+        *([f"{len(report.baselined)} baselined"] if report.baselined else []),
+        *(
+            [f"{len(report.baseline_stale)} stale baseline entr{'y' if len(report.baseline_stale) == 1 else 'ies'}"]
+            if report.baseline_stale
+            else []
+        ),
         f"{len(report.unknown)} unknown",
         f"{report.resources_checked} resources in {len(report.inputs)} input(s)",
     ]
@@ -169,9 +187,7 @@ def render_rules_text(rules: Iterable[Rule]) -> str:
 
 
 def render_rules_json(rules: Iterable[Rule]) -> str:
-    return (
-        json.dumps({"tool": TOOL_NAME, "version": _version(), "rules": [r.as_dict() for r in rules]}, indent=2) + "\n"
-    )
+    return json.dumps({"tool": TOOL_NAME, "version": version(), "rules": [r.as_dict() for r in rules]}, indent=2) + "\n"
 
 
 # --- rule catalogue as Markdown (docs/rules.md) --------------------------------------------------
@@ -304,167 +320,3 @@ def render_rules_markdown(rules: Iterable[Rule]) -> str:
                 "",
             ]
     return "\n".join(out).rstrip("\n") + "\n"
-
-
-# --- SARIF ---------------------------------------------------------------------------------------
-
-
-def _uri(path: str) -> str:
-    """Artifact URI: relative to the working directory when the file is below it, so GitHub
-    code scanning (which resolves URIs against the checkout) can place the annotation."""
-    if os.path.isabs(path):
-        try:
-            relative = os.path.relpath(path)
-        except ValueError:  # another drive on Windows
-            relative = path
-        if not relative.startswith(".."):
-            path = relative
-    return path.replace("\\", "/")
-
-
-def _sarif_result(finding: Finding, index: dict[str, int], suppressed: bool) -> dict[str, Any]:
-    loc = finding.resource.location
-    location: dict[str, Any] = {
-        "logicalLocations": [
-            {
-                "name": loc.resource_id,
-                "kind": "resource",
-                "fullyQualifiedName": loc.path
-                or (f"{loc.region}/{loc.resource_id}" if loc.region else loc.resource_id),
-            }
-        ],
-    }
-    if loc.file and loc.file != STDIN_NAME:  # standard input is no artifact a viewer can open
-        physical: dict[str, Any] = {"artifactLocation": {"uri": _uri(loc.file)}}
-        if loc.line:
-            physical["region"] = {"startLine": loc.line}
-        location["physicalLocation"] = physical
-    result: dict[str, Any] = {
-        "ruleId": finding.rule.id,
-        "ruleIndex": index[finding.rule.id],
-        "level": SARIF_LEVEL[finding.severity],
-        "message": {"text": finding.message},
-        "locations": [location],
-        "properties": {"resourceType": loc.resource_type, "region": loc.region},
-    }
-    if suppressed:
-        result["suppressions"] = [{"kind": "inSource", "status": "accepted", "justification": finding.reason or ""}]
-    return result
-
-
-def _kube_fix(rule: Rule, bold: str) -> str:
-    if not rule.kubernetes_remediation:
-        return ""
-    return f"{bold}Fix on Kubernetes:{bold} {rule.kubernetes_remediation}\n" + ("\n" if bold else "")
-
-
-def to_sarif_dict(report: Report) -> dict[str, Any]:
-    """SARIF 2.1.0: ``tool.driver.rules`` lists the rules that ran (an --ignore'd rule is not
-    there); each carries its layer and failure-mode code (FM1, API...) as tags."""
-    rules = list(report.rules)
-    index = {r.id: i for i, r in enumerate(rules)}
-    driver = {
-        "name": TOOL_NAME,
-        "version": _version(),
-        "semanticVersion": _version(),
-        "informationUri": INFORMATION_URI,
-        "rules": [
-            {
-                "id": r.id,
-                "name": r.title.replace(" ", ""),
-                "shortDescription": {"text": r.title},
-                "fullDescription": {"text": r.rationale},
-                "helpUri": r.docs,
-                "help": {
-                    "text": f"{r.rationale}\nFix: {r.remediation}\n{_kube_fix(r, '')}{r.docs}",
-                    "markdown": f"{r.rationale}\n\n**Fix:** {r.remediation}\n\n{_kube_fix(r, '**')}"
-                    f"[AWS documentation]({r.docs})",
-                },
-                "defaultConfiguration": {"level": SARIF_LEVEL[r.severity]},
-                "properties": {
-                    "tags": [r.layer, r.failure_code],
-                    "layer": r.layer,
-                    "failureMode": r.failure_mode,
-                    "security-severity": SECURITY_SEVERITY[r.severity],
-                },
-            }
-            for r in rules
-        ],
-    }
-    results = [_sarif_result(f, index, False) for f in report.findings]
-    results += [_sarif_result(f, index, True) for f in report.suppressed]
-    invocation: dict[str, Any] = {"executionSuccessful": not report.errors}
-    if report.errors:
-        invocation["toolExecutionNotifications"] = [
-            {"level": "error", "message": {"text": f"{e.input}: {e.message}"}} for e in report.errors
-        ]
-    return {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {"driver": driver},
-                "results": results,
-                "invocations": [invocation],
-                "columnKind": "utf16CodeUnits",
-            }
-        ],
-    }
-
-
-def render_sarif(report: Report) -> str:
-    return json.dumps(_without_surrogates(to_sarif_dict(report)), indent=2) + "\n"
-
-
-# --- JUnit ---------------------------------------------------------------------------------------
-
-
-def render_junit(report: Report) -> str:
-    """One test suite per input (file or region): per rule that ran, a passing test case, or one
-    failing case per finding (an --ignore'd rule has no case). Unreadable inputs are test cases
-    in error."""
-    rules = list(report.rules)
-    by_input: "OrderedDict[str, list[Finding]]" = OrderedDict((i, []) for i in report.inputs)
-    for f in report.findings:
-        loc = f.resource.location
-        by_input.setdefault(loc.file or loc.region or "(account)", []).append(f)
-    root = ET.Element("testsuites", name=TOOL_NAME)
-    total_tests = total_failures = total_errors = 0
-    for name, findings in by_input.items():
-        suite = ET.SubElement(root, "testsuite", name=name)
-        failures = tests = 0
-        for r in rules:
-            hits = [f for f in findings if f.rule.id == r.id]
-            if not hits:
-                ET.SubElement(suite, "testcase", classname=name, name=f"{r.id} {r.title}")
-                tests += 1
-            for f in hits:  # one failing case per finding (JUnit allows one failure per case)
-                loc = f.resource.location
-                case = ET.SubElement(suite, "testcase", classname=name, name=f"{r.id} {loc.resource_id}")
-                failure = ET.SubElement(case, "failure", message=f.message, type=f.severity)
-                failure.text = (
-                    f"{loc.resource_type} {loc.resource_id}"
-                    + (f" line {loc.line}" if loc.line else "")
-                    + f"\nfix: {f.remediation}\n{r.docs}"
-                )
-                failures += 1
-                tests += 1
-        suite.set("tests", str(tests))
-        suite.set("failures", str(failures))
-        suite.set("errors", "0")
-        total_tests += tests
-        total_failures += failures
-    for err in report.errors:
-        suite = ET.SubElement(root, "testsuite", name=err.input, tests="1", failures="0", errors="1")
-        case = ET.SubElement(suite, "testcase", classname=err.input, name="read input")
-        ET.SubElement(case, "error", message=err.message, type="unreadable")
-        total_tests += 1
-        total_errors += 1
-    root.set("tests", str(total_tests))
-    root.set("failures", str(total_failures))
-    root.set("errors", str(total_errors))
-    _xml_safe(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
-
-
-RENDERERS = {"json": render_json, "sarif": render_sarif, "junit": render_junit}

@@ -80,6 +80,14 @@ class Report:
     extra_coverage: dict[str, Any] = field(default_factory=dict)
     #: The rules that ran (an --ignore'd rule is not among them): SARIF and JUnit list these.
     rules: list[Rule] = field(default_factory=all_rules)
+    #: Findings a ``--baseline`` accepted (checks/baseline.py): reported, never failing.
+    baselined: list[Finding] = field(default_factory=list)
+    #: Baseline entries that accepted no finding (fixed since): reported so the file shrinks.
+    baseline_stale: list[dict[str, Any]] = field(default_factory=list)
+    #: The ``--baseline`` file applied to this report (None: no baseline).
+    baseline_file: str | None = None
+    #: file → digest of its resources, the anchor of a finding's fingerprint (checks/baseline.py).
+    anchors: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> dict[str, int]:
         out = {severity: 0 for severity in SEVERITIES}

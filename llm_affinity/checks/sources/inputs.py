@@ -20,11 +20,12 @@ holds templates only. Each input that cannot be read or judged becomes one error
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ...common.files import (
     STDIN_NAME,
@@ -86,18 +87,39 @@ class Loaded:
     assets: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     #: Kubernetes objects of every input, modelled together once all inputs are read
     kube: list[KubeObject] = field(default_factory=list)
+    #: ``--exclude`` globs, and the files and folders they kept out (as shown)
+    exclude: tuple[str, ...] = ()
+    excluded: list[str] = field(default_factory=list)
 
 
 #: The path that means standard input.
 STDIN = "-"
 
 
-def load_paths(paths: Iterable[str]) -> Loaded:
+def excluded_by(path: str, patterns: Sequence[str], folder: bool = False) -> bool:
+    """Whether ``--exclude`` keeps ``path`` out: a glob matches its path relative to the working
+    directory (``/``-separated; ``*`` crosses folders, so ``tests/*`` holds everything below
+    tests), or, for a glob without ``/``, its name."""
+    if not patterns:
+        return False
+    try:
+        rel = os.path.relpath(path).replace(os.sep, "/")
+    except ValueError:  # another drive on Windows
+        rel = path.replace(os.sep, "/")
+    name = rel.rsplit("/", 1)[-1]
+    paths = (rel, rel + "/") if folder else (rel,)  # `skip/*` keeps out the folder skip itself
+    return any(
+        any(fnmatch.fnmatchcase(r, p) for r in paths) or ("/" not in p and fnmatch.fnmatchcase(name, p))
+        for p in patterns
+    )
+
+
+def load_paths(paths: Iterable[str], exclude: Sequence[str] = ()) -> Loaded:
     """Read every path; a bad input becomes an error entry and the others are still read. The
     templates read are then modelled together: what one imports from another (or a nested
     stack from its parent) is resolved across them (:mod:`.stacks`); the Kubernetes objects read
     make one more model."""
-    out = Loaded()
+    out = Loaded(exclude=tuple(exclude))
     # Every template stays parsed until all are read (one may import from a later one): the
     # collector's passes over those many small, acyclic objects made a 20-stack cdk.out 40%
     # slower. It is off while they live, and back on (a pass then frees any cycle) at the end.
@@ -112,6 +134,8 @@ def load_paths(paths: Iterable[str]) -> Loaded:
                         continue
                     stdin_read = True
                     _load_stdin(out)
+                elif excluded_by(path, out.exclude):
+                    out.excluded.append(path)
                 else:
                     _load_one(path, out)
             except RecursionError:
@@ -245,7 +269,7 @@ def _load_one(path: str, out: Loaded) -> None:
         out.errors.append(ModelError(path, str(exc)))
         return
     if stat.S_ISDIR(st.st_mode):
-        before = len(out.inputs) + len(out.errors) + len(out.pending)
+        before = len(out.inputs) + len(out.errors) + len(out.pending) + len(out.excluded)
         manifest, problem = _read_manifest(os.path.join(path, "manifest.json"))
         if problem is not None:
             out.errors.append(ModelError(os.path.join(path, "manifest.json"), problem))
@@ -255,7 +279,7 @@ def _load_one(path: str, out: Loaded) -> None:
             _load_assembly(Folder(root, path), manifest, out, root, {root}, 0)
         else:
             _load_folder(path, out)
-        if len(out.inputs) + len(out.errors) + len(out.pending) == before:
+        if len(out.inputs) + len(out.errors) + len(out.pending) + len(out.excluded) == before:
             out.errors.append(
                 ModelError(path, "no CloudFormation templates or Kubernetes manifests found in this folder")
             )
@@ -427,8 +451,16 @@ def _load_folder(folder: str, out: Loaded) -> None:
                 dirs[:] = []
                 continue
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("asset."))
+        if out.exclude:
+            out.excluded += [
+                os.path.join(root, d) for d in dirs if excluded_by(os.path.join(root, d), out.exclude, True)
+            ]
+            dirs[:] = [d for d in dirs if not excluded_by(os.path.join(root, d), out.exclude, True)]
         for name in sorted(files):
             if name.lower().endswith(TEMPLATE_SUFFIXES) and not _is_cdk_support_file(name):
+                if excluded_by(os.path.join(root, name), out.exclude):
+                    out.excluded.append(os.path.join(root, name))
+                    continue
                 _load_template(os.path.join(root, name), out, require_resources=False, by_content=True)
 
 
