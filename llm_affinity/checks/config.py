@@ -122,8 +122,9 @@ def load_config(path: str, command: str, parsers: dict[str, argparse.ArgumentPar
         raise UsageError(f"config {path}: no [tool.llm-affinity] table")
     known = {name: _options(parser) for name, parser in parsers.items()}
     mine: dict[str, Any] = {}
-    for scope, items in [("", table), *[(c, table.get(c)) for c in COMMANDS if c in table]]:
-        if scope and not isinstance(items, dict):
+    scopes: list[tuple[str, Any]] = [("", table), *[(c, table.get(c)) for c in COMMANDS if c in table]]
+    for scope, items in scopes:
+        if not isinstance(items, dict):
             raise UsageError(f"config {path}: {scope}: must be a mapping of settings")
         for key, value in items.items():
             if not scope and key in COMMANDS:
@@ -135,7 +136,7 @@ def load_config(path: str, command: str, parsers: dict[str, argparse.ArgumentPar
                 if command == "lint":
                     mine["paths"] = value
                 continue
-            everywhere = set().union(*known.values()) if not scope else known[scope]
+            everywhere: set[str] = set().union(*known.values()) if not scope else set(known[scope])
             if dest not in everywhere:
                 raise UsageError(
                     f"config {path}: unknown key {(scope + '.' if scope else '') + str(key)!r}{_hint(dest, everywhere)}"
