@@ -14,31 +14,9 @@ import pytest
 from conftest import RULE_FIXTURES, SARIF_SCHEMA, run_cli
 
 ALB001 = RULE_FIXTURES / "ALB001_fail.yaml"
-TWO_TG = """\
-Resources:
-  Tg:
-    Type: AWS::ElasticLoadBalancingV2::TargetGroup
-    Properties:
-      Protocol: HTTP
-      Port: 8000
-      VpcId: vpc-1
-      TargetGroupAttributes:
-        - {Key: stickiness.enabled, Value: "true"}
-        - {Key: stickiness.type, Value: lb_cookie}
-        - {Key: load_balancing.cross_zone.enabled, Value: "false"}
-"""
-SECOND_TG = """\
-  Tg2:
-    Type: AWS::ElasticLoadBalancingV2::TargetGroup
-    Properties:
-      Protocol: HTTP
-      Port: 8000
-      VpcId: vpc-1
-      TargetGroupAttributes:
-        - {Key: stickiness.enabled, Value: "true"}
-        - {Key: stickiness.type, Value: lb_cookie}
-        - {Key: load_balancing.cross_zone.enabled, Value: "false"}
-"""
+#: One target group that ALB001 fires on (the rule's own failing fixture), and a second one.
+ONE_TG = ALB001.read_text()
+SECOND_TG = ONE_TG.split("Resources:\n", 1)[1].replace("  Tg:", "  Tg2:", 1)
 
 
 @pytest.fixture
@@ -61,7 +39,7 @@ def _ids(data: dict, key: str = "findings") -> list[tuple[str, str]]:
 
 def test_a_baseline_absorbs_todays_findings_and_survives_moves_reindents_and_renames(repo: Path):
     (repo / "infra").mkdir()
-    (repo / "infra" / "app.yaml").write_text(TWO_TG)
+    (repo / "infra" / "app.yaml").write_text(ONE_TG)
     proc = run_cli("lint", "infra", "--write-baseline", "baseline.json", cwd=repo)
     assert proc.returncode == 1 and "baseline: 1 finding(s) written to baseline.json" in proc.stderr
     entries = json.loads((repo / "baseline.json").read_text())["findings"]
@@ -71,7 +49,7 @@ def test_a_baseline_absorbs_todays_findings_and_survives_moves_reindents_and_ren
     assert (code, data["findings"], _ids(data, "baselined"), data["baseline_stale"]) == (0, [], [("ALB001", "Tg")], [])
 
     # reindented (4 spaces) and moved below a new parameter block: the same finding
-    moved = "Parameters:\n  Env: {Type: String}\n" + TWO_TG.replace("  ", "    ")
+    moved = "Parameters:\n  Env: {Type: String}\n" + ONE_TG.replace("  ", "    ")
     (repo / "infra" / "app.yaml").write_text(moved)
     code, data, _ = _lint(repo, "infra", "--baseline", "baseline.json")
     assert (code, data["findings"], len(data["baselined"])) == (0, [], 1)
@@ -84,13 +62,13 @@ def test_a_baseline_absorbs_todays_findings_and_survives_moves_reindents_and_ren
 
 
 def test_a_second_resource_with_the_same_rule_is_new_and_a_fixed_one_is_stale(repo: Path):
-    (repo / "app.yaml").write_text(TWO_TG)
+    (repo / "app.yaml").write_text(ONE_TG)
     assert run_cli("lint", "app.yaml", "--write-baseline", "b.json", cwd=repo).returncode == 1
-    (repo / "app.yaml").write_text(TWO_TG + SECOND_TG)
+    (repo / "app.yaml").write_text(ONE_TG + SECOND_TG)
     code, data, _ = _lint(repo, "app.yaml", "--baseline", "b.json")
     assert (code, _ids(data), _ids(data, "baselined")) == (1, [("ALB001", "Tg2")], [("ALB001", "Tg")])
 
-    fixed = TWO_TG.replace('{Key: load_balancing.cross_zone.enabled, Value: "false"}', "{Key: x, Value: y}")
+    fixed = ONE_TG.replace('{Key: load_balancing.cross_zone.enabled, Value: "false"}', "{Key: x, Value: y}")
     (repo / "app.yaml").write_text(fixed)
     code, data, _ = _lint(repo, "app.yaml", "--baseline", "b.json")
     assert (code, data["findings"], data["baselined"]) == (0, [], [])
@@ -100,9 +78,9 @@ def test_a_second_resource_with_the_same_rule_is_new_and_a_fixed_one_is_stale(re
 
 
 def test_another_files_resource_of_the_same_name_is_not_absorbed(repo: Path):
-    (repo / "a.yaml").write_text(TWO_TG)
+    (repo / "a.yaml").write_text(ONE_TG)
     assert run_cli("lint", "a.yaml", "--write-baseline", "b.json", cwd=repo).returncode == 1
-    other = TWO_TG.replace("Resources:\n", "Resources:\n  Bucket:\n    Type: AWS::S3::Bucket\n")
+    other = ONE_TG.replace("Resources:\n", "Resources:\n  Bucket:\n    Type: AWS::S3::Bucket\n")
     (repo / "b.yaml").write_text(other)
     code, data, _ = _lint(repo, "a.yaml", "b.yaml", "--baseline", "b.json")
     assert code == 1
@@ -126,12 +104,24 @@ def test_a_bad_baseline_is_one_line_and_exit_2(repo: Path, content: str, message
     assert proc.stderr.startswith(f"llm-affinity: --baseline b.json: {message}")
 
 
+def test_a_fifo_as_baseline_or_config_is_refused_not_waited_on(repo: Path):
+    import os
+
+    os.mkfifo(repo / "fifo")
+    proc = run_cli("lint", str(ALB001), "--baseline", "fifo", cwd=repo)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.strip() == "llm-affinity: --baseline fifo: not a regular file (a FIFO)"
+    proc = run_cli("lint", str(ALB001), "--config", "fifo", cwd=repo)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.strip() == "llm-affinity: config fifo: not a regular file (a FIFO)"
+
+
 def test_sarif_carries_fingerprints_baseline_states_and_pascal_case_names(repo: Path):
     import jsonschema
 
-    (repo / "app.yaml").write_text(TWO_TG)
+    (repo / "app.yaml").write_text(ONE_TG)
     run_cli("lint", "app.yaml", "--write-baseline", "b.json", cwd=repo)
-    (repo / "app.yaml").write_text(TWO_TG + SECOND_TG)
+    (repo / "app.yaml").write_text(ONE_TG + SECOND_TG)
     proc = run_cli("lint", "app.yaml", "--baseline", "b.json", "-f", "sarif", cwd=repo)
     sarif = json.loads(proc.stdout)
     jsonschema.Draft4Validator(json.loads(SARIF_SCHEMA.read_text())).validate(sarif)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..common.commands import UsageError, emit, open_output
-from ..common.files import STDIN_NAME
+from ..common.files import STDIN_NAME, ReadError, read_text
 from .model import Model
 from .runner import Finding, Report
 
@@ -101,15 +101,12 @@ def read_baseline(path: str) -> Baseline:
     """The baseline at ``path``; a file that is missing, too large or not a baseline is a usage
     error in one line (exit 2)."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_BASELINE_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"--baseline {path}: cannot read it ({exc.strerror or exc})") from None
-    if len(raw) > MAX_BASELINE_BYTES:
-        raise UsageError(f"--baseline {path}: larger than {MAX_BASELINE_BYTES // (1024 * 1024)} MiB")
+        text = read_text(path, MAX_BASELINE_BYTES)  # bounded; a FIFO or a device is refused
+    except ReadError as exc:
+        raise UsageError(f"--baseline {path}: {exc}") from None
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        data = json.loads(text)
+    except (ValueError, RecursionError):
         raise UsageError(f"--baseline {path}: not a JSON file") from None
     if (
         not isinstance(data, dict)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..common.commands import Parser, UsageError
+from ..common.files import ReadError, read_text
 
 #: Names of the config file, in the order they are looked for in each folder.
 CONFIG_NAMES = (".llm-affinity.yaml", ".llm-affinity.yml")
@@ -38,10 +39,12 @@ NOT_IN_FILE = frozenset({"help", "config", "print_config", "command", "_run"})
 
 @dataclass
 class Config:
-    """A config file, read: its path and its settings for one command (dest → raw value)."""
+    """A config file, read: its path and its settings for one command (dest → raw value as
+    written, and the value the flag's own parser made of it)."""
 
     path: str | None = None
     values: dict[str, Any] = field(default_factory=dict)
+    parsed: dict[str, Any] = field(default_factory=dict)
 
 
 def find_config(start: str | None = None) -> str | None:
@@ -62,17 +65,12 @@ def find_config(start: str | None = None) -> str | None:
 
 
 def _read_bounded(path: str) -> str:
+    """The file's text through common.files (bounded; a FIFO or a device is refused, never
+    waited on); why not, as a usage error naming it."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"config {path}: cannot read it ({exc.strerror or exc})") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise UsageError(f"config {path}: larger than {MAX_CONFIG_BYTES // 1024} KiB")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"config {path}: not UTF-8 text") from None
+        return read_text(path, MAX_CONFIG_BYTES)
+    except ReadError as exc:
+        raise UsageError(f"config {path}: {exc}") from None
 
 
 def _pyproject_table(path: str) -> dict[str, Any] | None:
@@ -144,7 +142,7 @@ def load_config(path: str, command: str, parsers: dict[str, argparse.ArgumentPar
             if dest in known[command] and (scope in ("", command)):
                 mine[dest] = value
     config = Config(path, mine)
-    _check_values(config, parsers[command])
+    _parse_values(config, parsers[command])
     return config
 
 
@@ -177,11 +175,13 @@ def tokens(dest: str, value: Any, action: argparse.Action) -> list[str]:
     return out
 
 
-def _check_values(config: Config, parser: argparse.ArgumentParser) -> None:
-    """Every value through the flag's own parser (the same checks as on the command line)."""
+def _parse_values(config: Config, parser: argparse.ArgumentParser) -> None:
+    """Every value through the flag's own parser (the same checks as on the command line),
+    kept in ``config.parsed`` for :func:`merge`."""
     options = _options(parser)
     for dest, value in config.values.items():
         if dest == "paths":
+            config.parsed[dest] = list(value)
             continue
         try:
             words = tokens(dest, value, options[dest])
@@ -190,22 +190,20 @@ def _check_values(config: Config, parser: argparse.ArgumentParser) -> None:
         probe = Parser(prog=f"config {config.path}", add_help=False)
         probe._add_action(copy.copy(options[dest]))  # the flag's own type, choices and nargs
         try:
-            probe.parse_args(words)
+            config.parsed[dest] = getattr(probe.parse_args(words), dest)
         except UsageError as exc:
             raise UsageError(f"config {config.path}: {dest.replace('_', '-')}: {exc}") from None
 
 
 def given_on_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
     """The dests of the options ``argv`` sets itself (flags are never abbreviated here)."""
+    words = list(argv[: argv.index("--")] if "--" in argv else argv)
     out: set[str] = set()
     for action in parser._actions:
         for flag in action.option_strings:
             long = flag.startswith("--")
-            for word in argv:
-                if word == "--":
-                    break
-                if word == flag or (long and word.startswith(flag + "=")) or (not long and word.startswith(flag)):
-                    out.add(action.dest)
+            if any(w == flag or w.startswith(flag + "=" if long else flag) for w in words):
+                out.add(action.dest)
     return out
 
 
@@ -217,19 +215,17 @@ def merge(
     given = given_on_command_line(parser, argv)
     options = _options(parser)
     sources: dict[str, str] = {}
-    if "paths" in config.values or getattr(args, "paths", None):
-        if not args.paths and "paths" in config.values:
-            args.paths = list(config.values["paths"])
+    if "paths" in config.parsed or getattr(args, "paths", None):
+        if not args.paths and "paths" in config.parsed:
+            args.paths = config.parsed["paths"]
             sources["paths"] = str(config.path)
         else:
             sources["paths"] = "command line"
-    for dest, action in options.items():
+    for dest in options:
         if dest in given:
             sources[dest] = "command line"
-        elif dest in config.values:
-            parsed = Parser(prog="config", add_help=False)
-            parsed._add_action(copy.copy(action))
-            setattr(args, dest, getattr(parsed.parse_args(tokens(dest, config.values[dest], action)), dest))
+        elif dest in config.parsed:
+            setattr(args, dest, config.parsed[dest])
             sources[dest] = str(config.path)
         else:
             sources[dest] = "default"
