@@ -545,7 +545,9 @@ def test_structured_output_stays_valid(tmp_path, fmt):
     if fmt == "junit":
         root = ET.fromstring(proc.stdout)
         failure = root.find(".//failure")
-        assert failure is not None and "Tg\\x1b]0;pwned\\x07\\x1b[2J\u202e\\x00x" in failure.get("message")
+        # escaped as text output escapes it: the bidirectional override too (issue 28)
+        assert failure is not None and "Tg\\x1b]0;pwned\\x07\\x1b[2J\\u202e\\x00x" in failure.get("message")
+        assert "\u202e" not in proc.stdout.decode("utf-8")
     else:
         data = json.loads(proc.stdout)
         text = json.dumps(data)
